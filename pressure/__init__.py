@@ -1,0 +1,45 @@
+"""pressure: distributed, bounded, blocking FIFO queues on Redis.
+
+A cross-host drop-in for ``queue.Queue`` and ``multiprocessing.Queue`` that
+speaks the pressure protocol v0.15, so any conforming client shares its queues::
+
+    import pressure
+    q = pressure.Queue("jobs", maxsize=100)   # create or attach
+    q.put({"n": 1}); q.get()
+"""
+
+from __future__ import annotations
+
+from .errors import BackendError as BackendError
+from .errors import DeserializationError as DeserializationError
+from .errors import Empty as Empty
+from .errors import Full as Full
+from .errors import OutcomeUnknown as OutcomeUnknown
+from .errors import PressureError as PressureError
+from .errors import ProtocolError as ProtocolError
+from .errors import QueueDoesNotExist as QueueDoesNotExist
+from .errors import QueueExistsError as QueueExistsError
+from .errors import SerializationError as SerializationError
+from .errors import ShutDown as ShutDown
+from .keys import QueueKeys as QueueKeys
+from .queue import Queue as Queue
+from .queue import QueueStatistics as QueueStatistics
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Queue",
+    "QueueStatistics",
+    "QueueKeys",
+    "PressureError",
+    "Full",
+    "Empty",
+    "ShutDown",
+    "QueueDoesNotExist",
+    "QueueExistsError",
+    "SerializationError",
+    "DeserializationError",
+    "ProtocolError",
+    "BackendError",
+    "OutcomeUnknown",
+]

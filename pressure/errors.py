@@ -1,0 +1,96 @@
+"""Exceptions raised by pressure.
+
+Every exception shares one base, and those with a stdlib meaning also derive
+from the stdlib class, so existing ``except queue.Full:`` handlers keep working::
+
+    PressureError(Exception)
+    ├── Full(PressureError, queue.Full)
+    ├── Empty(PressureError, queue.Empty)
+    ├── ShutDown(PressureError, queue.ShutDown)   # stand-in class before 3.13
+    │   └── QueueDoesNotExist(ShutDown, LookupError)  # never created, or deleted
+    ├── QueueExistsError(PressureError, ValueError)   # maxsize contradicts the stored bound
+    ├── SerializationError(PressureError, ValueError) # item could not be (de)serialized
+    │   └── DeserializationError                      # carries the raw bytes
+    ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
+    └── BackendError(PressureError)                   # Redis failed; redis error on __cause__
+        └── OutcomeUnknown                            # the command may or may not have run
+
+All of them pickle with their arguments, so they survive crossing processes.
+"""
+
+from __future__ import annotations
+
+import queue as _stdlib_queue
+
+__all__ = [
+    "PressureError",
+    "Full",
+    "Empty",
+    "ShutDown",
+    "QueueDoesNotExist",
+    "QueueExistsError",
+    "SerializationError",
+    "DeserializationError",
+    "ProtocolError",
+    "BackendError",
+    "OutcomeUnknown",
+]
+
+
+class PressureError(Exception):
+    """Base class of every exception pressure raises."""
+
+
+class Full(PressureError, _stdlib_queue.Full):
+    """Raised by a non-blocking or timed-out ``put`` when the queue is at its bound."""
+
+
+class Empty(PressureError, _stdlib_queue.Empty):
+    """Raised by a non-blocking or timed-out ``get`` when the queue has no item."""
+
+
+if hasattr(_stdlib_queue, "ShutDown"):  # Python >= 3.13
+    _ShutDownBase: type[Exception] = _stdlib_queue.ShutDown
+else:
+
+    class _ShutDownBase(Exception):  # type: ignore[no-redef]
+        """Stand-in for ``queue.ShutDown`` (added in Python 3.13)."""
+
+
+class ShutDown(PressureError, _ShutDownBase):
+    """Raised when putting to a shut-down queue, or getting from one that is shut down and empty."""
+
+
+class QueueDoesNotExist(ShutDown, LookupError):
+    """Raised when the queue's ``:bound`` key is missing: it was deleted (or never created)."""
+
+
+class QueueExistsError(PressureError, ValueError):
+    """Raised when an explicit ``maxsize`` contradicts the bound stored for an existing queue."""
+
+
+class SerializationError(PressureError, ValueError):
+    """Raised when an item cannot be serialized; the queue is left untouched."""
+
+
+class DeserializationError(SerializationError):
+    """Raised when a got payload cannot be deserialized; ``payload`` holds the raw bytes."""
+
+    def __init__(self, message: str, payload: bytes = b"") -> None:
+        super().__init__(message, payload)
+        self.payload = payload
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ProtocolError(PressureError):
+    """Raised when the queue's keys hold something the pressure protocol does not allow."""
+
+
+class BackendError(PressureError):
+    """Raised when Redis cannot be reached or fails; the redis-py error is ``__cause__``."""
+
+
+class OutcomeUnknown(BackendError):
+    """Raised when the connection broke after a command was sent: it may or may not have run."""

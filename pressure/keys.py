@@ -1,0 +1,86 @@
+"""Every Redis key name pressure uses, built in one place.
+
+The first twelve are the protocol's, spelled exactly as the v0.15 key list
+names them (``:stats:*``, not the pseudocode's ``:produced_messages``), so any
+conforming client shares the queue. The rest are pressure's own extensions,
+all below ``<base>:pressure:``; a plain spec client neither reads nor needs them.
+
+Redis Cluster: multi-key scripts need every key in one hash slot, so give the
+queue name a hash tag there (``{jobs}``); anonymous queues get one by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["QueueKeys", "DEFAULT_PREFIX"]
+
+DEFAULT_PREFIX = "__pressure__"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The key names of one queue: ``<prefix>:<name>`` and its side keys."""
+
+    base: str
+    bound: str
+    producer: str
+    consumer: str
+    producer_free: str
+    consumer_free: str
+    produced_messages: str
+    produced_bytes: str
+    consumed_messages: str
+    consumed_bytes: str
+    not_full: str
+    closed: str
+    # pressure extensions (not part of the protocol)
+    tasks_done: str
+    discarded: str
+    all_tasks_done: str
+
+    @classmethod
+    def build(cls, prefix: str, name: str) -> QueueKeys:
+        base = f"{prefix}:{name}"
+        ext = f"{base}:pressure"
+        return cls(
+            base=base,
+            bound=f"{base}:bound",
+            producer=f"{base}:producer",
+            consumer=f"{base}:consumer",
+            producer_free=f"{base}:producer_free",
+            consumer_free=f"{base}:consumer_free",
+            produced_messages=f"{base}:stats:produced_messages",
+            produced_bytes=f"{base}:stats:produced_bytes",
+            consumed_messages=f"{base}:stats:consumed_messages",
+            consumed_bytes=f"{base}:stats:consumed_bytes",
+            not_full=f"{base}:not_full",
+            closed=f"{base}:closed",
+            tasks_done=f"{ext}:tasks_done",
+            discarded=f"{ext}:discarded",
+            all_tasks_done=f"{ext}:all_tasks_done",
+        )
+
+    def protocol_keys(self) -> tuple[str, ...]:
+        """The protocol's twelve keys, in the order of the spec's key list."""
+        return (
+            self.base,
+            self.bound,
+            self.producer,
+            self.consumer,
+            self.producer_free,
+            self.consumer_free,
+            self.produced_messages,
+            self.produced_bytes,
+            self.consumed_messages,
+            self.consumed_bytes,
+            self.not_full,
+            self.closed,
+        )
+
+    def extension_keys(self) -> tuple[str, ...]:
+        """pressure's own keys for this queue."""
+        return (self.tasks_done, self.discarded, self.all_tasks_done)
+
+    def all_keys(self) -> tuple[str, ...]:
+        return self.protocol_keys() + self.extension_keys()

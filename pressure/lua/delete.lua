@@ -1,0 +1,24 @@
+-- Delete the queue (protocol Delete) without ever holding a role token across
+-- round trips: 'begin' removes :bound and wakes blocked clients; the queue's
+-- keys go only once both role tokens are back, in one atomic step.
+-- KEYS[1] - :bound
+-- KEYS[2] - :not_full
+-- KEYS[3] - :closed
+-- KEYS[4] - :producer_free
+-- KEYS[5] - :consumer_free
+-- KEYS[6..] - every other key of the queue, deleted at the end
+-- ARGV[1] - 'begin' or 'finish'
+-- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
+--        -10 waiting for the producer token, -11 waiting for the consumer token
+if ARGV[1] == 'begin' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
+  redis.call('DEL', KEYS[1])
+  redis.call('LPUSH', KEYS[2], 1)
+  redis.call('LPUSH', KEYS[3], 1, 1)
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  return -8
+end
+if redis.call('LLEN', KEYS[4]) == 0 then return -10 end
+if redis.call('LLEN', KEYS[5]) == 0 then return -11 end
+redis.call('DEL', unpack(KEYS))
+return 1

