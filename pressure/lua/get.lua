@@ -13,7 +13,8 @@
 --           with get_finish.lua (or give the role back with release.lua)
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
 -- return the payload, or
---   -2 the consumer role is held by another client and items are waiting
+--   -2 the consumer role is held by another client (and items are waiting,
+--      or the caller blocks)
 --   -3 the queue is closed and empty
 --   -4 the queue does not exist
 --   -5 the queue is empty (role given back)
@@ -30,7 +31,8 @@ local closed = redis.call('EXISTS', KEYS[5]) == 1
 if len == 0 and closed then return -3 end
 if ARGV[3] == '1' then return -7 end
 if not redis.call('RPOP', KEYS[3]) then
-  if len == 0 then return -5 end
+  -- a non-blocking caller facing a holder that waits on an empty queue: Empty
+  if len == 0 and ARGV[2] ~= '1' then return -5 end
   return -2
 end
 redis.call('SET', KEYS[4], ARGV[1])

@@ -1,0 +1,79 @@
+"""Checks shared by the tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+import pressure
+
+
+def assert_invariants(r: redis.Redis, q: pressure.Queue[Any]) -> None:
+    """With no client acting: one token per role; :not_full agrees with length and bound."""
+    k = q.keys
+    assert r.llen(k.producer_free) == 1, "producer token missing or duplicated"
+    assert r.llen(k.consumer_free) == 1, "consumer token missing or duplicated"
+    bound = int(r.get(k.bound))
+    length = r.llen(k.base)
+    if r.exists(k.closed):
+        assert r.llen(k.not_full) <= 1
+        assert r.llen(k.closed) >= 1
+    else:
+        expected = 1 if bound == 0 or length < bound else 0
+        assert r.llen(k.not_full) == expected, (
+            f":not_full has {r.llen(k.not_full)} with length {length} and bound {bound}"
+        )
+
+
+def snapshot(r: redis.Redis, q: pressure.Queue[Any]) -> dict[bytes, Any]:
+    """Every key of the queue with its type and value."""
+    out: dict[bytes, Any] = {}
+    for key in q.keys.all_keys():
+        kind = r.type(key)
+        if kind == b"list":
+            out[key.encode()] = r.lrange(key, 0, -1)
+        elif kind == b"string":
+            out[key.encode()] = r.get(key)
+        elif kind == b"stream":
+            out[key.encode()] = r.xrange(key)
+    return out
+
+
+def blocks(call: Callable[[], Any], trigger: Callable[[], Any], delay: float = 0.3,
+           limit: float = 10.0) -> Any:
+    """Prove ``call`` blocks until ``trigger`` runs in another thread (CPython's
+    do_blocking_test): the call must not return before the trigger fired."""
+    fired = threading.Event()
+
+    def fire() -> None:
+        time.sleep(delay)
+        fired.set()
+        trigger()
+
+    t = threading.Thread(target=fire)
+    t.start()
+    try:
+        result = call()
+    finally:
+        t.join(limit)
+    assert fired.is_set(), "the call returned before the trigger: it did not block"
+    return result
+
+
+def blocks_raising(call: Callable[[], Any], trigger: Callable[[], Any], exc: type[BaseException],
+                   delay: float = 0.3) -> BaseException:
+    caught: list[BaseException] = []
+
+    def wrapped() -> None:
+        try:
+            call()
+        except exc as e:
+            caught.append(e)
+
+    blocks(wrapped, trigger, delay)
+    assert caught, f"{exc.__name__} was not raised"
+    return caught[0]

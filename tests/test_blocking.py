@@ -1,0 +1,254 @@
+"""Blocking puts and gets, timeouts, wake-ups, and many clients: real redis-server only."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+
+from .helpers import assert_invariants, blocks, blocks_raising
+
+
+def test_blocking_get_released_by_put_from_another_thread(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("g")
+    assert blocks(q.get, lambda: q.put("x")) == "x"
+    assert_invariants(r, q)
+
+
+def test_blocking_put_released_by_get_from_another_thread(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("p", 1)
+    q.put("first")
+    got: list[Any] = []
+    blocks(lambda: q.put("second"), lambda: got.append(q.get()))
+    assert got == ["first"] and q.get_nowait() == "second"
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("timeout", [0.05, 0.2, 0.5])
+def test_sub_second_timeouts_are_honoured(make_queue: Any, r: redis.Redis, timeout: float) -> None:
+    q = make_queue("t", 1)
+    for call, exc in ((lambda: q.get(timeout=timeout), pressure.Empty),
+                      (lambda: (q.put(0), q.put(1, timeout=timeout)), pressure.Full)):
+        start = time.monotonic()
+        with pytest.raises(exc):
+            call()
+        elapsed = time.monotonic() - start
+        assert elapsed >= timeout * 0.9, "returned before the timeout"
+        # the server checks timeouts on its own clock (hz=10 by default): allow slack, not 0=forever
+        assert elapsed < timeout + 2.0
+        assert_invariants(r, q)
+
+
+def test_zero_timeout_is_immediate_not_forever(make_queue: Any) -> None:
+    q = make_queue("z", 1)
+    with pytest.raises(pressure.Empty):
+        q.get(timeout=0)
+    q.put(1)
+    with pytest.raises(pressure.Full):
+        q.put(2, timeout=0)
+
+
+def test_timed_get_returns_an_item_that_arrives_in_time(make_queue: Any) -> None:
+    q = make_queue("late")
+    assert blocks(lambda: q.get(timeout=5), lambda: q.put("in time"), delay=0.2) == "in time"
+
+
+def test_close_wakes_a_blocked_consumer(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("c")
+    blocks_raising(q.get, q.close, pressure.ShutDown)
+    assert r.llen(q.keys.closed) == 2  # the marker the waiter took is put back
+    assert_invariants(r, q)
+
+
+def test_shutdown_wakes_a_producer_blocked_on_a_full_queue(make_queue: Any, r: redis.Redis) -> None:
+    """Spec failure F6: close must not wait behind a producer blocked on a full queue."""
+    q = make_queue("f", 1)
+    q.put(1)
+    blocks_raising(lambda: q.put(2), q.shutdown, pressure.ShutDown)
+    assert q.get() == 1
+    assert_invariants(r, q)
+
+
+def test_shutdown_wakes_every_blocked_client(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("all", 1)
+    empty = make_queue("all-empty")
+    q.put(0)
+    outcomes: list[str] = []
+
+    def put() -> None:
+        try:
+            q.put(1)
+            outcomes.append("put")
+        except pressure.ShutDown:
+            outcomes.append("shutdown")
+
+    def get() -> None:
+        try:
+            empty.get()
+        except pressure.ShutDown:
+            outcomes.append("shutdown")
+
+    threads = [threading.Thread(target=put) for _ in range(4)] + [threading.Thread(target=get) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    q.shutdown()
+    empty.shutdown()
+    for t in threads:
+        t.join(10)
+    assert outcomes == ["shutdown"] * 8
+    assert_invariants(r, q)
+    assert_invariants(r, empty)
+
+
+def test_delete_wakes_blocked_clients_with_does_not_exist(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("d")
+    blocks_raising(q.get, q.delete, pressure.QueueDoesNotExist)
+    assert r.keys(f"{q.prefix}:*") == []
+    full = make_queue("d2", 1)
+    full.put(1)
+    blocks_raising(lambda: full.put(2), full.delete, pressure.QueueDoesNotExist)
+    assert r.keys(f"{q.prefix}:*") == []
+
+
+def test_join_waits_for_task_done_in_another_thread(make_queue: Any) -> None:
+    q = make_queue("j")
+    q.put(1)
+    q.put(2)
+
+    def work() -> None:
+        for _ in range(2):
+            q.get()
+            q.task_done()
+
+    blocks(q.join, work)
+    assert q.unfinished_tasks == 0
+
+
+def test_many_producer_and_consumer_threads_get_every_item_once(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("many", 5)
+    n_producers, n_consumers, per_producer = 4, 4, 100
+    got: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def produce(p: int) -> None:
+        for i in range(per_producer):
+            q.put((p, i))
+
+    def consume() -> None:
+        for item in q:
+            with lock:
+                got.append(item)
+
+    consumers = [threading.Thread(target=consume) for _ in range(n_consumers)]
+    producers = [threading.Thread(target=produce, args=(p,)) for p in range(n_producers)]
+    for t in consumers + producers:
+        t.start()
+    for t in producers:
+        t.join(60)
+    q.close()
+    for t in consumers:
+        t.join(60)
+    assert Counter(got) == Counter((p, i) for p in range(n_producers) for i in range(per_producer))
+    for p in range(n_producers):  # items from one producer keep their order
+        mine = [i for (pp, i) in got if pp == p]
+        assert sorted(mine) == list(range(per_producer))
+    stats = q.statistics()
+    assert stats.produced_messages == stats.consumed_messages == n_producers * per_producer
+    assert_invariants(r, q)
+
+
+# -- processes ---------------------------------------------------------------------
+
+def _producer(q: pressure.Queue[Any], start: int, count: int) -> None:
+    for i in range(start, start + count):
+        q.put(i)
+
+
+def _consumer(q: pressure.Queue[Any], out: pressure.Queue[Any]) -> None:
+    for item in q:
+        out.put(item)
+        q.task_done()
+
+
+def _put_one(q: pressure.Queue[Any], item: Any) -> None:
+    time.sleep(0.3)
+    q.put(item)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_blocking_get_released_by_another_process(make_queue: Any, method: str) -> None:
+    q = make_queue("proc-" + method)
+    ctx = multiprocessing.get_context(method)
+    p = ctx.Process(target=_put_one, args=(q, {"from": method}))
+    p.start()
+    try:
+        assert q.get(timeout=30) == {"from": method}
+    finally:
+        p.join(30)
+    assert p.exitcode == 0
+
+
+def _get_one(q: pressure.Queue[Any], out: pressure.Queue[Any]) -> None:
+    out.put(q.get(timeout=30))
+
+
+def test_blocking_put_released_by_a_get_in_another_process(make_queue: Any) -> None:
+    q = make_queue("pp", 1)
+    out = make_queue("pp-out")
+    q.put("first")
+    p = multiprocessing.get_context("spawn").Process(target=_get_one, args=(q, out))
+    start = time.monotonic()
+    p.start()
+    q.put("second", timeout=30)  # blocks until the child's get
+    assert out.get(timeout=30) == "first"
+    p.join(30)
+    assert q.get_nowait() == "second" and time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_many_producer_and_consumer_processes(make_queue: Any, r: redis.Redis, method: str) -> None:
+    q = make_queue("mp", 10)
+    out = make_queue("mp-out")
+    ctx = multiprocessing.get_context(method)
+    producers = [ctx.Process(target=_producer, args=(q, p * 1000, 150)) for p in range(3)]
+    consumers = [ctx.Process(target=_consumer, args=(q, out)) for _ in range(3)]
+    for p in producers + consumers:
+        p.start()
+    for p in producers:
+        p.join(120)
+    q.join()  # every item got and marked done, across processes
+    q.close()
+    for p in consumers:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in producers + consumers)
+    items = [out.get_nowait() for _ in range(out.qsize())]
+    assert sorted(items) == sorted(p * 1000 + i for p in range(3) for i in range(150))
+    assert_invariants(r, q)
+
+
+def _initializer(q: pressure.Queue[Any]) -> None:
+    global _initialized_queue
+    _initialized_queue = q
+
+
+def _use_initialized(x: int) -> int:
+    _initialized_queue.put(x)
+    return x
+
+
+def test_handle_passes_to_process_pool_initializer(make_queue: Any) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    q = make_queue("pool")
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx, initializer=_initializer, initargs=(q,)) as ex:
+        assert list(ex.map(_use_initialized, range(6))) == list(range(6))
+    assert sorted(q.get_nowait() for _ in range(6)) == list(range(6))

@@ -1,0 +1,233 @@
+"""The protocol's key layout, identifiers and token invariants, including after
+injected failures: the queue must always be usable by a plain spec client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+
+from .helpers import assert_invariants, snapshot
+
+SPEC_SUFFIXES = ["", ":bound", ":producer", ":consumer", ":producer_free", ":consumer_free",
+                 ":stats:produced_messages", ":stats:produced_bytes", ":stats:consumed_messages",
+                 ":stats:consumed_bytes", ":not_full", ":closed"]
+
+
+def test_the_twelve_keys_exactly_as_the_spec_names_them(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("jobs", 2)
+    assert [k.removeprefix(f"{q.prefix}:jobs") for k in q.keys.protocol_keys()] == SPEC_SUFFIXES
+    q.put("a")
+    q.put("b")  # full: :not_full is empty and so absent
+    q.get()
+    q.close()
+    present = {k.decode() for k in r.keys(f"{q.prefix}:*")}
+    assert present == {f"{q.prefix}:jobs{s}" for s in SPEC_SUFFIXES}  # no :produced_messages etc.
+    assert r.get(q.keys.bound) == b"2"
+    assert r.type(q.keys.base) == b"list" and r.llen(q.keys.closed) == 2
+    assert int(r.get(q.keys.produced_messages)) == 2 and int(r.get(q.keys.consumed_messages)) == 1
+
+
+def test_create_initialises_tokens_and_permit(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("new", 0)
+    assert r.get(q.keys.bound) == b"0"  # stored even when 0
+    for key in (q.keys.producer_free, q.keys.consumer_free, q.keys.not_full):
+        assert r.llen(key) == 1
+
+
+def test_identifiers_are_host_pid_thread(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ids")
+    q.put(1)
+    expected = f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()}"
+    assert r.get(q.keys.producer).decode() == expected
+    ids: list[str] = []
+
+    def other_thread() -> None:
+        q.get()
+        ids.append(f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()}")
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert r.get(q.keys.consumer).decode() == ids[0] != expected
+
+
+def test_client_id_override(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("custom-id", client_id="worker-7")
+    q.put(1)
+    q.get()
+    assert r.get(q.keys.producer) == r.get(q.keys.consumer) == b"worker-7"
+
+
+def test_not_full_follows_the_bound(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("nf", 2)
+    for step in (lambda: q.put(1), lambda: q.put(2), q.get, q.get, lambda: q.put(3)):
+        step()
+        assert_invariants(r, q)
+
+
+def test_overfilled_queue_drains_back_to_its_bound(make_queue: Any, r: redis.Redis) -> None:
+    """A v0.14 producer may over-fill; Get re-arms :not_full only below the bound (P3)."""
+    q = make_queue("over", 2)
+    r.lpush(q.keys.base, *[q._serializer.dumps(i) for i in range(4)])  # an over-filling spec client
+    r.delete(q.keys.not_full)
+    q.get()
+    assert r.llen(q.keys.not_full) == 0  # 3 items, bound 2: still full
+    q.get()
+    assert r.llen(q.keys.not_full) == 0
+    q.get()
+    assert r.llen(q.keys.not_full) == 1
+    assert_invariants(r, q)
+
+
+def test_scripts_reload_after_script_flush(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("flush")
+    q.put(1)
+    r.script_flush()
+    q.put(2)
+    assert [q.get(), q.get()] == [1, 2]
+
+
+# -- failure injection: every failed operation leaves each token list at one ----------
+
+def test_tokens_intact_after_each_failed_operation(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("fail", 1)
+    failures = [
+        (lambda: q.put(lambda: 0), pressure.SerializationError),
+        (lambda: (q.put(1), q.put_nowait(2)), pressure.Full),
+        (lambda: q.put(2, timeout=0.05), pressure.Full),
+        (lambda: (q.get(), q.get_nowait()), pressure.Empty),
+        (lambda: q.get(timeout=0.05), pressure.Empty),
+        (lambda: q.put(1, timeout=-1), ValueError),
+        (lambda: q.get(timeout=float("nan")), ValueError),
+    ]
+    for call, exc in failures:
+        with pytest.raises(exc):
+            call()
+        assert_invariants(r, q)
+    q.close()
+    for call, exc in [(lambda: q.put(1), pressure.ShutDown), (q.get, pressure.ShutDown),
+                      (q.get_nowait, pressure.ShutDown)]:
+        with pytest.raises(exc):
+            call()
+        assert_invariants(r, q)
+
+
+def _kill_client_of(r: redis.Redis, command: str) -> int:
+    """CLIENT KILL every connection whose current command is ``command``."""
+    killed = 0
+    for c in r.client_list():
+        if c.get("cmd") == command:
+            r.client_kill_filter(_id=c["id"])
+            killed += 1
+    return killed
+
+
+def test_connection_killed_while_blocked_in_get_returns_the_role(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("killed")
+    errors: list[BaseException] = []
+
+    def blocked_get() -> None:
+        try:
+            q.get(timeout=30)
+        except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+            errors.append(e)
+
+    t = threading.Thread(target=blocked_get)
+    t.start()
+    deadline = time.monotonic() + 10
+    while _kill_client_of(r, "brpop") == 0:  # CLIENT KILL the consumer's connection mid-BRPOP
+        assert time.monotonic() < deadline, "the consumer never blocked"
+        time.sleep(0.02)
+    t.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], pressure.BackendError)
+    assert not isinstance(errors[0], (pressure.Empty, pressure.Full))
+    assert isinstance(errors[0].__cause__, redis.ConnectionError)
+    assert_invariants(r, q)  # the consumer role went back over a new connection
+    q.put("after")
+    assert q.get(timeout=5) == "after"
+
+
+def test_connection_killed_while_waiting_on_a_full_queue(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("killed-full", 1)
+    q.put(0)
+    errors: list[BaseException] = []
+
+    def blocked_put() -> None:
+        try:
+            q.put(1, timeout=30)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=blocked_put)
+    t.start()
+    deadline = time.monotonic() + 10
+    while _kill_client_of(r, "brpop") == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    t.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], pressure.BackendError)
+    assert_invariants(r, q)
+    assert q.get() == 0
+    q.put(2, timeout=5)
+
+
+def test_wrong_type_key_is_a_protocol_error_and_changes_nothing(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("wrongtype", 3)
+    r.delete(q.keys.base)
+    r.set(q.keys.base, "not a list")
+    before = snapshot(r, q)
+    with pytest.raises(pressure.ProtocolError, match="WRONGTYPE"):
+        q.put(1)
+    with pytest.raises(pressure.ProtocolError):
+        q.get_nowait()
+    assert snapshot(r, q) == before
+
+
+def test_literal_spec_client_and_pressure_share_a_queue(make_queue: Any, r: redis.Redis) -> None:
+    """A few rounds of the spec's own command sequence against a pressure queue."""
+    q = make_queue("mixed", 2, serializer="bytes")
+    k = q.keys
+
+    def spec_put(data: bytes) -> None:
+        assert r.exists(k.bound)
+        assert r.brpop([k.producer_free], 1) is not None
+        r.set(k.producer, "spec-client")
+        assert not r.exists(k.closed)
+        assert r.brpop([k.not_full], 1) is not None
+        length = r.lpush(k.base, data)
+        if int(r.get(k.bound)) == 0 or length < int(r.get(k.bound)):
+            r.lpush(k.not_full, 1)
+            r.ltrim(k.not_full, 0, 0)
+        r.incr(k.produced_messages)
+        r.incrby(k.produced_bytes, len(data))
+        r.lpush(k.producer_free, 0)
+
+    def spec_get() -> bytes:
+        assert r.brpop([k.consumer_free], 1) is not None
+        r.set(k.consumer, "spec-client")
+        key, value = r.brpop([k.base, k.closed], 1)
+        assert key == k.base.encode()
+        if int(r.get(k.bound)) == 0 or r.llen(k.base) < int(r.get(k.bound)):
+            r.lpush(k.not_full, 0)
+            r.ltrim(k.not_full, 0, 0)
+        r.incr(k.consumed_messages)
+        r.incrby(k.consumed_bytes, len(value))
+        r.lpush(k.consumer_free, 0)
+        return value
+
+    spec_put(b"from-spec")
+    q.put(b"from-pressure")
+    assert q.full()
+    assert q.get() == b"from-spec"
+    assert spec_get() == b"from-pressure"
+    assert_invariants(r, q)
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages, s.unfinished_tasks) == (2, 2, 2)
