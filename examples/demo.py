@@ -40,6 +40,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import TypedDict
@@ -101,6 +102,10 @@ def worker(index: int, jobs: pressure.Queue[Job], results: pressure.Queue[Result
     except pressure.ShutDown:
         # the parent shut the queues down hard (or deleted them) to stop us early
         pass
+    except pressure.BackendError as exc:
+        # Redis went away (e.g. a private server stopped by Ctrl-C): say so in one line
+        print(f"worker {index}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
     finally:
         jobs.disconnect()
         results.disconnect()
@@ -239,26 +244,27 @@ def check(results: list[Result], total: int, workers: int) -> bool:
     return False
 
 
-def print_statistics(stats: list[pressure.QueueStatistics]) -> None:
-    rows = [
-        ("name", [s.name for s in stats]),
-        ("size", [s.size for s in stats]),
-        ("maxsize", [s.maxsize or "0 (unbounded)" for s in stats]),
-        ("closed", [s.closed for s in stats]),
-        ("produced messages", [s.produced_messages for s in stats]),
-        ("produced bytes", [s.produced_bytes for s in stats]),
-        ("consumed messages", [s.consumed_messages for s in stats]),
-        ("consumed bytes", [s.consumed_bytes for s in stats]),
-        ("unfinished tasks", [s.unfinished_tasks for s in stats]),
-        ("last producer", [s.producer for s in stats]),
-        ("last consumer", [s.consumer for s in stats]),
+def print_statistics(stats: dict[str, pressure.QueueStatistics]) -> None:
+    """One column per queue, one row per ``QueueStatistics`` field."""
+    fields: list[tuple[str, Callable[[pressure.QueueStatistics], object]]] = [
+        ("name", lambda s: s.name),
+        ("size", lambda s: s.size),
+        ("maxsize", lambda s: s.maxsize or "0 (unbounded)"),
+        ("closed", lambda s: s.closed),
+        ("produced messages", lambda s: s.produced_messages),
+        ("produced bytes", lambda s: s.produced_bytes),
+        ("consumed messages", lambda s: s.consumed_messages),
+        ("consumed bytes", lambda s: s.consumed_bytes),
+        ("unfinished tasks", lambda s: s.unfinished_tasks),
+        ("last producer", lambda s: s.producer),
+        ("last consumer", lambda s: s.consumer),
     ]
-    header = ("", ["jobs queue", "results queue"])
-    cells = [(label, [str(v) for v in values]) for label, values in [header, *rows]]
-    w0 = max(len(label) for label, _ in cells)
-    widths = [max(len(values[i]) for _, values in cells) for i in range(len(stats))]
-    for n, (label, values) in enumerate(cells):
-        print(f"  {label:<{w0}}  " + "  ".join(f"{v:<{w}}" for v, w in zip(values, widths)).rstrip())
+    table = [("", list(stats))]
+    table += [(label, [str(get(s)) for s in stats.values()]) for label, get in fields]
+    w0 = max(len(label) for label, _ in table)
+    widths = [max(len(cells[i]) for _, cells in table) for i in range(len(stats))]
+    for n, (label, cells) in enumerate(table):
+        print(f"  {label:<{w0}}  " + "  ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip())
         if n == 0:
             print(f"  {'-' * w0}  " + "  ".join("-" * w for w in widths))
 
@@ -291,6 +297,8 @@ def run(args: argparse.Namespace, url: str | None) -> int:
               f"both are deleted at the end")
         print(f"{args.jobs} jobs -> {args.workers} worker processes "
               f"(start method {ctx.get_start_method()}), {WORK_MS[0]}-{WORK_MS[1]} ms of work each")
+        print("progress: produced = put by the producer, taken = got by the workers, done = results "
+              "back,\n          queue = items waiting in the bounded queue")
         print()
 
         started = time.monotonic()
@@ -304,7 +312,7 @@ def run(args: argparse.Namespace, url: str | None) -> int:
         produce(progress, workers, random.Random(args.seed))
         jobs.close()  # no more jobs: workers leave their loop once the queue is drained
         progress.tick(force=True)
-        print(f"  producer done, queue closed; waiting for the workers to drain it", flush=True)
+        print("  producer done, queue closed; waiting for the workers to drain it", flush=True)
         wait_for_workers(progress, workers)
         progress.tick(force=True)
         elapsed = time.monotonic() - started
@@ -321,7 +329,7 @@ def run(args: argparse.Namespace, url: str | None) -> int:
         ok = check(collected, args.jobs, args.workers) and not failed
         print()
         print("statistics():")
-        print_statistics([jobs.statistics(), results.statistics()])
+        print_statistics({"jobs queue": jobs.statistics(), "results queue": results.statistics()})
         print(f"  (ids are host:pid:thread; the producer is pid {os.getpid()}, the workers are pids "
               f"{', '.join(str(p.pid) for p in workers)};\n"
               f"   close() takes the producer role, so the closer is the last producer of a queue)")
@@ -379,29 +387,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    try:
+        alive = answers_ping(config)
+    except redis.RedisError as exc:
+        print(f"error: Redis at {config.url} ({source}) answered but refused: {exc}",
+              file=sys.stderr)
+        return 2
+
     server: RedisServer | None = None
     url: str | None = args.url  # None: the queues read the environment themselves
-    try:
-        if answers_ping(config):
-            print(f"redis: {config.url} ({source})")
-        else:
-            print(f"redis: nothing answers at {config.url} ({source}) within {PING_TIMEOUT:g} s")
-            try:
-                server = RedisServer()
-                server.start()
-            except (ServerUnavailable, OSError) as exc:  # OSError: a binary that cannot run
-                if server is not None:
-                    server.cleanup()
-                print(f"error: cannot start a private Redis either: {exc}", file=sys.stderr)
-                return 2
-            url = server.url
-            print(f"redis: STARTED A PRIVATE redis-server at {server.url} ({server.binary}); "
-                  f"it is stopped when the demo ends")
-    except redis.RedisError as exc:
-        if server is not None:
-            server.cleanup()
-        print(f"error: Redis at {config.url} answered but refused: {exc}", file=sys.stderr)
-        return 2
+    if alive:
+        print(f"redis: {config.url} ({source})")
+    else:
+        print(f"redis: nothing answers at {config.url} ({source}) within {PING_TIMEOUT:g} s")
+        try:
+            server = RedisServer()
+            server.start()
+        except (ServerUnavailable, OSError) as exc:  # OSError: a binary that cannot run
+            if server is not None:
+                server.cleanup()
+            print(f"error: cannot start a private Redis either: {exc}", file=sys.stderr)
+            return 2
+        url = server.url
+        print(f"redis: STARTED A PRIVATE redis-server at {server.url} ({server.binary}); "
+              f"it is stopped when the demo ends")
 
     try:
         return run(args, url)

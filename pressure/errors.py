@@ -21,6 +21,7 @@ All of them pickle with their arguments, so they survive crossing processes.
 from __future__ import annotations
 
 import queue as _stdlib_queue
+import sys
 
 __all__ = [
     "PressureError",
@@ -49,11 +50,11 @@ class Empty(PressureError, _stdlib_queue.Empty):
     """Raised by a non-blocking or timed-out ``get`` when the queue has no item."""
 
 
-if hasattr(_stdlib_queue, "ShutDown"):  # Python >= 3.13
-    _ShutDownBase: type[Exception] = _stdlib_queue.ShutDown
+if sys.version_info >= (3, 13):
+    from queue import ShutDown as _ShutDownBase
 else:
 
-    class _ShutDownBase(Exception):  # type: ignore[no-redef]
+    class _ShutDownBase(Exception):
         """Stand-in for ``queue.ShutDown`` (added in Python 3.13)."""
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -149,8 +150,6 @@ class Queue(Generic[T]):
         elif not name:
             raise ValueError("queue name must not be empty")
         if prefix is None:
-            import os
-
             prefix = os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
         elif not isinstance(prefix, str) or not prefix:
             raise ValueError("prefix must be a non-empty string")
@@ -314,8 +313,7 @@ class Queue(Generic[T]):
                 took = backend.call(
                     "BRPOP :not_full", client.brpop, [self._keys.not_full],
                     timeout=max(min(backend.slice, deadline - now), _MIN_WAIT),
-                    mutating=True,
-                )
+                )  # not "mutating": nothing of ours is lost if this reply is
                 args[3] = "1" if took else "0"
             elif result == _BUSY:
                 if now >= busy_deadline:

@@ -30,6 +30,8 @@ def find_redis_server() -> str:
     """Return the path of a redis-server binary, or raise ServerUnavailable saying how to get one."""
     explicit = os.environ.get("PRESSURE_REDIS_SERVER")
     if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise ServerUnavailable(f"PRESSURE_REDIS_SERVER={explicit!r} is not an executable file")
         return explicit
     found = shutil.which("redis-server")
     if found:
@@ -79,12 +81,24 @@ class RedisServer:
         if self.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         args += list(self.extra_args)
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+        try:
+            # its own session: a Ctrl-C meant for the program must not stop the server under it
+            self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            self.cleanup()
+            raise ServerUnavailable(f"cannot run {self.binary}: {exc}") from exc
+        try:
+            return self._wait_ready(self.process, timeout)
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float) -> RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerUnavailable(f"{self.binary} exited with {self.process.returncode}: "
+            if process.poll() is not None:
+                raise ServerUnavailable(f"{self.binary} exited with {process.returncode}: "
                                         f"{self._log_tail()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
@@ -94,7 +108,6 @@ class RedisServer:
             except OSError:
                 pass
             time.sleep(0.02)
-        self.stop()
         raise ServerUnavailable(f"{self.binary} did not answer on port {self.port}")
 
     def _log_tail(self) -> str:
