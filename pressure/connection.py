@@ -14,21 +14,24 @@ settings; give it ``retry=Retry(NoBackoff(), 0)`` for the same guarantee.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.resources
 import os
 import threading
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
-from redis.commands.core import Script
 from redis.retry import Retry
 
+from . import identity
 from .errors import BackendError, OutcomeUnknown, ProtocolError
 
-__all__ = ["ConnectionConfig", "Backend", "SCRIPT_NAMES"]
+__all__ = ["ConnectionConfig", "Backend", "PackedScript", "SCRIPT_NAMES"]
 
 #: The longest single server-side wait; blocking calls loop over such waits,
 #: re-checking their deadline, so no wait is ever "0 = forever".
@@ -41,8 +44,6 @@ SCRIPT_NAMES = (
     "create",
     "put",
     "get",
-    "get_finish",
-    "release",
     "close",
     "drain",
     "task_done",
@@ -61,6 +62,46 @@ _DROP = {"retry", "retry_on_error", "connection_pool", "orig_host_address", "ori
 @functools.cache
 def _script_source(name: str) -> str:
     return (importlib.resources.files("pressure") / "lua" / f"{name}.lua").read_text("utf-8")
+
+
+@functools.cache
+def _script_sha(name: str) -> str:
+    return hashlib.sha1(_script_source(name).encode()).hexdigest()
+
+
+def _bulk(value: bytes | str | int) -> bytes:
+    if isinstance(value, str):
+        value = value.encode()
+    elif isinstance(value, int):
+        value = b"%d" % value
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+class PackedScript:
+    """A script call whose constant part is encoded once: the RESP array header,
+    EVALSHA, the script's SHA1, the key count and the queue's fixed keys. Each
+    call appends only what varies (per-thread keys and ARGV)."""
+
+    __slots__ = ("name", "_head", "_tail_len")
+
+    def __init__(self, name: str, fixed_keys: Sequence[str], extra_keys: int, args: int) -> None:
+        self.name = name
+        parts = [b"EVALSHA", _script_sha(name).encode(), b"%d" % (len(fixed_keys) + extra_keys),
+                 *(key.encode() for key in fixed_keys)]
+        self._tail_len = extra_keys + args
+        self._head = b"*%d\r\n" % (len(parts) + self._tail_len) + b"".join(map(_bulk, parts))
+
+    def pack(self, tail: Sequence[bytes | str | int]) -> bytes:
+        """The whole command, ``tail`` being the per-call keys and arguments."""
+        if len(tail) != self._tail_len:
+            raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
+        return self._head + b"".join(map(_bulk, tail))
+
+
+class _ThreadState(threading.local):
+    pid = -1
+    connection: redis.connection.AbstractConnection | None = None
+    client_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +179,9 @@ class Backend:
         self._lock = threading.Lock()
         self._pid = -1
         self._client: redis.Redis | None = None
-        self.scripts: dict[str, Script] = {}
+        self._loaded: set[str] = set()
+        self._thread = _ThreadState()
+        self._thread_connections: weakref.WeakSet[redis.connection.AbstractConnection] = weakref.WeakSet()
         self.slice = BLOCK_SLICE
 
     def client(self) -> redis.Redis:
@@ -161,19 +204,99 @@ class Backend:
             # a blocking command must end on the server before the socket gives up,
             # or its reply (maybe a popped token or item) is lost
             self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
-            self.scripts = {name: client.register_script(_script_source(name)) for name in SCRIPT_NAMES}
+            self._loaded = set()
             self._client, self._pid = client, pid
             return client
 
     def run(self, name: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
             *, mutating: bool = True) -> Any:
-        """Run one script (EVALSHA, reloaded on NOSCRIPT), translating errors."""
-        if self._client is None or self._pid != os.getpid():
-            self._connect()
+        """Run one script with EVALSHA (loaded on NOSCRIPT), translating errors."""
+        client = self._client
+        if client is None or self._pid != os.getpid():
+            client = self._connect()
         try:
-            return self.scripts[name](keys, args)
+            try:
+                return client.execute_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                self._load(client, name)
+                return client.execute_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
         except redis.RedisError as exc:
             self.raise_error(exc, f"script {name}", mutating)
+
+    def thread_connection(self) -> redis.connection.AbstractConnection:
+        """This thread's own connection: the hot path takes no pool lock."""
+        state = self._thread
+        conn = state.connection
+        if conn is None or state.pid != os.getpid():
+            pool = self.client().connection_pool
+            conn = pool.connection_class(**pool.connection_kwargs)
+            self._thread_connections.add(conn)
+            state.connection, state.pid = conn, os.getpid()
+        return conn
+
+    def thread_client_id(self) -> str:
+        """The default client identifier of the calling thread (cached per thread and process)."""
+        state = self._thread
+        if state.client_id is None or state.pid != os.getpid():
+            self.thread_connection()
+            state.client_id = identity.client_id()
+        return state.client_id
+
+    def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
+               mutating: bool = True) -> Any:
+        """Run a packed script on this thread's connection (one round trip), loading it on NOSCRIPT."""
+        conn = self.thread_connection()
+        data = [command.pack(tail)]
+        try:
+            try:
+                conn.send_packed_command(data, check_health=False)
+                return conn.read_response()
+            except redis.exceptions.NoScriptError:
+                self._load_on(conn, command.name)
+                conn.send_packed_command(data, check_health=False)
+                return conn.read_response()
+        except redis.RedisError as exc:
+            self.raise_error(exc, f"script {command.name}", mutating)
+
+    def script_then_brpop(self, command: PackedScript, tail: Sequence[bytes | str | int],
+                          wait_keys: Sequence[str], timeout: float) -> tuple[Any, Any]:
+        """Send a script and a BRPOP in one pipeline (one round trip) on this thread's connection.
+
+        Returns ``(script result, BRPOP reply)``; a script error reply is
+        returned as the exception object, after the BRPOP has answered. The
+        script must leave something in ``wait_keys`` unless the caller is
+        meant to wait there, or the BRPOP waits ``timeout``. Used for the
+        blocking get.
+        """
+        conn = self.thread_connection()
+        brpop = b"*%d\r\n$5\r\nBRPOP\r\n" % (len(wait_keys) + 2)
+        data = [command.pack(tail) + brpop + b"".join(map(_bulk, wait_keys)) + _bulk(repr(timeout))]
+        try:
+            if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BRPOP wait
+                self._load_on(conn, command.name)
+            conn.send_packed_command(data, check_health=False)
+            first: Any
+            try:
+                first = conn.read_response()
+            except redis.ResponseError as exc:
+                first = exc
+            second = conn.read_response()
+        except redis.RedisError as exc:
+            self.raise_error(exc, f"script {command.name} and BRPOP", True)
+        if isinstance(first, redis.exceptions.NoScriptError):
+            self._loaded.discard(command.name)
+        return first, second
+
+    def _load_on(self, conn: redis.connection.AbstractConnection, name: str) -> None:
+        conn.send_command("SCRIPT", "LOAD", _script_source(name), check_health=False)
+        if conn.read_response() not in (_script_sha(name), _script_sha(name).encode()):
+            raise ProtocolError(f"the server hashed script {name} differently")
+        self._loaded.add(name)
+
+    def _load(self, client: redis.Redis, name: str) -> None:
+        if client.script_load(_script_source(name)) != _script_sha(name):
+            raise ProtocolError(f"the server hashed script {name} differently")
+        self._loaded.add(name)
 
     def call(self, what: str, fn: Any, *args: Any, mutating: bool = False, **kwargs: Any) -> Any:
         """Call a redis-py method, translating errors."""
@@ -202,5 +325,10 @@ class Backend:
         """Close the connections this backend opened (never a client passed in)."""
         with self._lock:
             client, self._client, self._pid = self._client, None, -1
+            connections = list(self._thread_connections)
+            self._thread_connections = weakref.WeakSet()
+            self._thread = _ThreadState()
+        for conn in connections:
+            conn.disconnect()
         if client is not None and client is not self._given:
             client.connection_pool.disconnect()

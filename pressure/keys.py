@@ -38,6 +38,9 @@ class QueueKeys:
     tasks_done: str
     discarded: str
     all_tasks_done: str
+    waiter: str
+    inbox_prefix: str
+    signal_prefix: str
 
     @classmethod
     def build(cls, prefix: str, name: str) -> QueueKeys:
@@ -59,6 +62,9 @@ class QueueKeys:
             tasks_done=f"{ext}:tasks_done",
             discarded=f"{ext}:discarded",
             all_tasks_done=f"{ext}:all_tasks_done",
+            waiter=f"{ext}:waiter",
+            inbox_prefix=f"{ext}:inbox:",
+            signal_prefix=f"{ext}:signal:",
         )
 
     def protocol_keys(self) -> tuple[str, ...]:
@@ -79,8 +85,16 @@ class QueueKeys:
         )
 
     def extension_keys(self) -> tuple[str, ...]:
-        """pressure's own keys for this queue."""
-        return (self.tasks_done, self.discarded, self.all_tasks_done)
+        """pressure's own fixed keys for this queue (not the per-consumer inbox and signal lists)."""
+        return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter)
+
+    def inbox(self, client_id: str) -> str:
+        """The list through which a consumer receives its items."""
+        return self.inbox_prefix + client_id
+
+    def signal(self, client_id: str) -> str:
+        """The list that wakes a waiting consumer for anything but an item."""
+        return self.signal_prefix + client_id
 
     def all_keys(self) -> tuple[str, ...]:
         return self.protocol_keys() + self.extension_keys()

@@ -2,26 +2,35 @@
 
 Every step that holds a role token runs as one Lua script, so the non-blocking
 path is one round trip and a token is never held across round trips, with one
-exception that the protocol itself requires: a consumer blocked on an empty
-queue holds the consumer role while it waits in ``BRPOP <list> <:closed>``.
-Waiting otherwise happens outside scripts, in finite slices:
+exception that the protocol itself requires: a consumer waiting on an empty
+queue holds the consumer role. Waiting happens outside scripts, in finite
+slices (a server-side timeout of 0 would mean forever):
 
-* a producer waiting for room pops ``:not_full`` as a wake-up and re-runs the
-  put script, which decides from the length and the bound read there and
-  then (so a lost wake-up only costs one slice, never the queue);
+* a blocking get sends get.lua and ``BRPOP <inbox> <signal>`` in one pipeline.
+  If an item is there, the script moves it to the caller's private inbox and
+  the BRPOP returns it at once: one round trip. If the queue is empty, the
+  script registers the caller as the waiter (it now holds the consumer role)
+  and the BRPOP waits; the next put.lua hands its item straight to the
+  waiter's inbox and does the consumer's bookkeeping (stats, role given back),
+  so the waiter needs no further round trip. Close and delete wake the waiter
+  through its signal list;
+* a producer waiting for room pops ``:not_full`` as a wake-up and re-runs
+  put.lua, which decides from the length and the bound read there and then
+  (so a lost wake-up costs one slice, never the queue);
 * a client waiting for a role held by someone else waits with
   ``BLMOVE x x RIGHT RIGHT``, which wakes when the token is back but leaves
-  it in place, and then re-runs its script.
+  it in place, then re-runs its script.
 
-Timeline of a blocking get (the only cross-round-trip hold)::
+Timeline of a blocking get on an empty queue::
 
-    consumer A: get.lua -> -6 (queue empty, A now holds :consumer_free)
-    consumer A: BRPOP list :closed 1.0 ...            (blocked, role held)
-    producer P: put.lua -> LPUSH list                 (A's BRPOP answers)
-    consumer A: get_finish.lua -> stats, :not_full, role given back
+    consumer A: [get.lua -> -6 (A is the waiter, holds :consumer_free),
+                 BRPOP inbox:A signal:A 1.0 ...]             one round trip
+    producer P: put.lua -> LPUSH inbox:A item, stats, role back, waiter gone
+    consumer A: BRPOP answers with the item
 
-If A's wait ends any other way (timeout, error, interrupt) it gives the role
-back in ``finally`` with release.lua, which acts only if A is still the holder.
+If A's wait ends any other way (deadline, error, interrupt), get.lua 'cancel'
+unregisters A and gives the role back, and only if A is still the waiter; an
+item delivered in that instant stays in A's inbox and A's next get returns it.
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ from typing import Any, Generic, TypeVar
 
 import redis
 
-from . import identity, serializers
-from .connection import Backend, ConnectionConfig
+from . import serializers
+from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import (
     BackendError,
     Empty,
@@ -62,7 +71,12 @@ _CREATE_WAIT = 5.0
 _MIN_WAIT = 0.005
 
 # script results (see the headers in pressure/lua/)
-_FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _HOLDING, _NEGATIVE = -1, -2, -3, -4, -5, -6, -7
+_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
+
+
+def _wait_time(slice_: float, deadline: float) -> float:
+    """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
+    return max(min(slice_, deadline - time.monotonic()), _MIN_WAIT)
 
 
 def _timeout_value(timeout: Any) -> float | None:
@@ -173,14 +187,17 @@ class Queue(Generic[T]):
         self._serializer = serializers.resolve(serializer)
         self._client_id = client_id
         self._backend = backend
-        self._pending_release: list[tuple[str, str, str]] = []
+        self._pending_cancel: list[str] = []
         k = self._keys = QueueKeys.build(prefix, name)
-        self._base_key = k.base.encode()
         self._put_keys = (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                          k.produced_messages, k.produced_bytes)
+                          k.produced_messages, k.produced_bytes, k.consumer_free,
+                          k.consumed_messages, k.consumed_bytes, k.waiter)
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
-                          k.consumed_messages, k.consumed_bytes)
+                          k.consumed_messages, k.consumed_bytes, k.waiter)
         self._info_keys = (k.base, k.bound, k.closed)
+        # the hot paths send pre-encoded commands: see PackedScript
+        self._put_command = PackedScript("put", self._put_keys, 0, 5)
+        self._get_command = PackedScript("get", self._get_keys, 2, 3)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
 
     # -- identity and configuration -------------------------------------------------
@@ -203,7 +220,7 @@ class Queue(Generic[T]):
     @property
     def client_id(self) -> str:
         """The identifier written to ``:producer``/``:consumer`` by the calling thread."""
-        return self._client_id or identity.client_id()
+        return self._client_id or self._backend.thread_client_id()
 
     @property
     def url(self) -> str:
@@ -283,11 +300,12 @@ class Queue(Generic[T]):
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         backend = self._backend
-        if self._pending_release:
-            self._retry_releases()
-        args = [self.client_id, payload, "1" if negative else "0", "0"]
-        result = backend.run("put", self._put_keys, args)
-        if result > 0:
+        if self._pending_cancel:
+            self._retry_cancels()
+        args: list[bytes | str] = [self.client_id, payload, "1" if negative else "0", "0",
+                                   self._keys.inbox_prefix]
+        result = backend.script(self._put_command, args)
+        if result >= 0:
             return
         now = time.monotonic()
         if not block:
@@ -324,8 +342,8 @@ class Queue(Generic[T]):
             else:
                 raise ProtocolError(f"put script returned {result!r}")
             args[0] = self.client_id
-            result = backend.run("put", self._put_keys, args)
-            if result > 0:
+            result = backend.script(self._put_command, args)
+            if result >= 0:
                 return
 
     def put_nowait(self, item: T) -> None:
@@ -364,76 +382,109 @@ class Queue(Generic[T]):
 
     def _get_payload(self, block: bool, timeout: Any) -> bytes:
         wait = _timeout_value(timeout) if block else None
-        negative = block and wait is not None and wait < 0
-        backend = self._backend
-        if self._pending_release:
-            self._retry_releases()
-        cid = self.client_id
-        args = (cid, "1" if block else "0", "1" if negative else "0")
-        result = backend.run("get", self._get_keys, args)
-        if isinstance(result, bytes):
-            return result
-        now = time.monotonic()
+        if self._pending_cancel:
+            self._retry_cancels()
         if not block:
-            deadline = now
-        elif wait is None:
-            deadline = math.inf
-        else:
-            deadline = now + max(wait, 0.0)
-        busy_deadline = max(deadline, now + backend.slice)
+            return self._get_nowait()
+        now = time.monotonic()
+        deadline = math.inf if wait is None else now + max(wait, 0.0)
+        busy_deadline = max(deadline, now + self._backend.slice)
+        cid = self.client_id
+        wait_keys = (self._keys.inbox(cid), self._keys.signal(cid))
+        inbox = wait_keys[0].encode()
+        backend = self._backend
+        command = self._get_command
+        tail = (*wait_keys, cid, "block", "1" if wait is not None and wait < 0 else "0")
+        maybe_waiting = True  # we may hold the consumer role as the registered waiter
+        try:
+            status, reply = backend.script_then_brpop(
+                command, tail, wait_keys, _wait_time(backend.slice, deadline))
+            while True:
+                if reply is not None and reply[0] == inbox:
+                    maybe_waiting = False  # a delivery ends the wait (put.lua unregistered us)
+                    return reply[1]  # type: ignore[no-any-return]
+                if isinstance(status, redis.RedisError):
+                    if not isinstance(status, redis.exceptions.NoScriptError):
+                        backend.raise_error(status, "script get", True)
+                elif status == _WAITING:
+                    if reply is None and time.monotonic() >= deadline:
+                        return self._cancel_wait(cid)
+                    # woken by a signal (close, delete) or a slice ended: look again
+                else:
+                    maybe_waiting = False
+                    if status == _CLOSED:
+                        raise ShutDown(f"queue {self._name!r} is shut down")
+                    if status == _NO_QUEUE:
+                        raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+                    if status == _NEGATIVE:
+                        raise ValueError(_TIMEOUT_MESSAGE)
+                    if status == _BUSY:
+                        now = time.monotonic()
+                        if now >= busy_deadline:
+                            raise Empty(f"queue {self._name!r} is empty")
+                        self._wait_token(self._keys.consumer_free, busy_deadline - now)
+                    elif status != _DELIVERED:
+                        raise ProtocolError(f"get script returned {status!r}")
+                maybe_waiting = True
+                status, reply = backend.script_then_brpop(
+                    command, (*wait_keys, cid, "block", "0"), wait_keys,
+                    _wait_time(backend.slice, deadline))
+        except BaseException:
+            if maybe_waiting:
+                self._cancel_after_error(cid)
+            raise
+
+    def _get_nowait(self) -> bytes:
+        cid = self.client_id
+        tail = (self._keys.inbox(cid), self._keys.signal(cid), cid, "nowait", "0")
+        backend = self._backend
+        busy_deadline = time.monotonic() + backend.slice
         while True:
-            if result == _HOLDING:
-                return self._wait_item(cid, deadline)
+            result = backend.script(self._get_command, tail)
+            if isinstance(result, bytes):
+                return result
             if result == _CLOSED:
                 raise ShutDown(f"queue {self._name!r} is shut down")
             if result == _NO_QUEUE:
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
-            if result == _NEGATIVE:
-                raise ValueError(_TIMEOUT_MESSAGE)
-            now = time.monotonic()
             if result == _EMPTY:
                 raise Empty(f"queue {self._name!r} is empty")
             if result != _BUSY:
                 raise ProtocolError(f"get script returned {result!r}")
+            # another consumer is mid-step while items wait: wait for it like a mutex
+            now = time.monotonic()
             if now >= busy_deadline:
                 raise Empty(f"queue {self._name!r}: the consumer role is held by "
                             f"{self._read(self._keys.consumer)}")
             self._wait_token(self._keys.consumer_free, busy_deadline - now)
-            cid = self.client_id
-            result = backend.run("get", self._get_keys, (cid, args[1], args[2]))
-            if isinstance(result, bytes):
-                return result
 
-    def _wait_item(self, cid: str, deadline: float) -> bytes:
-        """Wait in BRPOP <list> <:closed> while holding the consumer role."""
-        backend = self._backend
-        client = backend.client()
-        wait_keys = [self._keys.base, self._keys.closed]
-        finished = False
+    def _cancel(self, cid: str) -> Any:
+        tail = (self._keys.inbox(cid), self._keys.signal(cid), cid, "cancel", "0")
+        return self._backend.script(self._get_command, tail)
+
+    def _cancel_wait(self, cid: str) -> bytes:
+        """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
+        if self._cancel(cid) == _DELIVERED:
+            item = self._backend.call("RPOP inbox", self._backend.client().rpop,
+                                      self._keys.inbox(cid), mutating=True)
+            if item is not None:
+                return item  # type: ignore[no-any-return]
+        raise Empty(f"queue {self._name!r} is empty")
+
+    def _cancel_after_error(self, cid: str) -> None:
+        """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
+
+        An item delivered meanwhile stays in this client's inbox: its next get returns it.
+        """
         try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise Empty(f"queue {self._name!r} is empty")
-                reply = backend.call(
-                    "BRPOP queue", client.brpop, wait_keys,
-                    timeout=max(min(backend.slice, remaining), _MIN_WAIT), mutating=True,
-                )
-                if reply is None:
-                    continue
-                key, value = reply
-                if key == self._base_key:
-                    backend.run("get_finish", self._get_keys, (cid, "item", len(value)))
-                    finished = True
-                    return value  # type: ignore[no-any-return]
-                result = backend.run("get_finish", self._get_keys, (cid, "closed", 0))
-                finished = True
-                if result == _NO_QUEUE:
-                    raise QueueDoesNotExist(f"queue {self._name!r} was deleted")
-                raise ShutDown(f"queue {self._name!r} is shut down")
-        finally:
-            if not finished:
-                self._release(self._keys.consumer_free, self._keys.consumer, cid)
+            self._cancel(cid)
+        except BackendError:
+            self._pending_cancel.append(cid)
+
+    def _retry_cancels(self) -> None:
+        while self._pending_cancel:
+            self._cancel(self._pending_cancel[0])
+            self._pending_cancel.pop(0)
 
     # -- role tokens --------------------------------------------------------------
 
@@ -444,20 +495,6 @@ class Queue(Generic[T]):
             "BLMOVE role token", backend.client().blmove, free_key, free_key,
             max(min(backend.slice, limit), _MIN_WAIT), "RIGHT", "RIGHT",
         )
-
-    def _release(self, free_key: str, role_key: str, cid: str) -> None:
-        """Give back a role token we hold; if Redis is unreachable, retry on the next call."""
-        try:
-            self._backend.run("release", (free_key, role_key), (cid,))
-        except BackendError:
-            self._pending_release.append((free_key, role_key, cid))
-            raise
-
-    def _retry_releases(self) -> None:
-        while self._pending_release:
-            free_key, role_key, cid = self._pending_release[0]
-            self._backend.run("release", (free_key, role_key), (cid,))
-            self._pending_release.pop(0)
 
     def _read(self, key: str) -> str | None:
         value = self._backend.call("GET", self._backend.client().get, key)
@@ -596,8 +633,9 @@ class Queue(Generic[T]):
         k = self._keys
         while True:
             result = self._backend.run(
-                "close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full),
-                (self.client_id,),
+                "close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full,
+                          k.consumer_free, k.waiter),
+                (self.client_id, k.signal_prefix),
             )
             if result == _NO_QUEUE:
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -634,10 +672,9 @@ class Queue(Generic[T]):
         the keys go in one step once neither role is held.
         """
         k = self._keys
-        rest = tuple(key for key in k.all_keys()
-                     if key not in (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free))
-        keys = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, *rest)
-        result = self._backend.run("delete", keys, ("begin",))
+        first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter)
+        keys = (*first, *(key for key in k.all_keys() if key not in first))
+        result = self._backend.run("delete", keys, ("begin", k.signal_prefix))
         while True:
             if result == 1:
                 return
@@ -647,7 +684,7 @@ class Queue(Generic[T]):
                 raise PressureError(f"queue {self._name!r} was created again while being deleted")
             waiting = k.producer_free if result == -10 else k.consumer_free
             self._wait_token(waiting, self._backend.slice)
-            result = self._backend.run("delete", keys, ("finish",))
+            result = self._backend.run("delete", keys, ("finish", k.signal_prefix))
 
     # -- iteration and resources ----------------------------------------------------
 

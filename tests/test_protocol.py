@@ -231,3 +231,83 @@ def test_literal_spec_client_and_pressure_share_a_queue(make_queue: Any, r: redi
     assert_invariants(r, q)
     s = q.statistics()
     assert (s.produced_messages, s.consumed_messages, s.unfinished_tasks) == (2, 2, 2)
+
+
+def _spec_lpush(r: redis.Redis, q: pressure.Queue[Any], data: bytes) -> None:
+    """A plain spec producer's put (token, id, push, stats, permit), one command at a time."""
+    k = q.keys
+    assert r.brpop([k.producer_free], 1) is not None
+    r.set(k.producer, "spec-client")
+    r.lpush(k.base, data)
+    r.incr(k.produced_messages)
+    r.incrby(k.produced_bytes, len(data))
+    r.lpush(k.producer_free, 0)
+
+
+def test_waiting_consumer_gets_a_spec_producers_item(make_queue: Any, r: redis.Redis) -> None:
+    """A spec producer pushes to the list, not to pressure's inbox: the waiter looks
+    again at the end of each wait slice (at most about a second)."""
+    q = make_queue("spec-to-waiter", serializer="bytes")
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not r.exists(q.keys.waiter):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    _spec_lpush(r, q, b"from spec")
+    start = time.monotonic()
+    t.join(20)
+    assert got == [b"from spec"] and time.monotonic() - start < 5
+    assert_invariants(r, q)
+
+
+def test_put_hands_the_oldest_item_to_the_waiter(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("fifo-waiter", serializer="bytes")
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not r.exists(q.keys.waiter):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    _spec_lpush(r, q, b"first")  # pushed while pressure's consumer waits
+    q.put(b"second")  # the waiter must get "first", and "second" stays queued
+    t.join(20)
+    assert got == [b"first"] and q.get_nowait() == b"second"
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages) == (2, 2)
+    assert_invariants(r, q)
+
+
+def test_delivery_to_a_waiter_skips_the_list_and_counts_both_sides(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("handoff", serializer="bytes")
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not r.exists(q.keys.waiter):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert r.llen(q.keys.consumer_free) == 0  # the waiter holds the consumer role, as in the spec
+    q.put(b"x" * 10)
+    t.join(20)
+    assert got == [b"x" * 10]
+    s = q.statistics()
+    assert (s.produced_messages, s.produced_bytes, s.consumed_messages, s.consumed_bytes) == (1, 10, 1, 10)
+    assert not r.exists(q.keys.waiter) and r.keys(f"{q.prefix}:*inbox*") == []
+    assert_invariants(r, q)
+
+
+def test_an_item_delivered_but_never_read_is_returned_by_the_next_get(make_queue: Any, r: redis.Redis) -> None:
+    """If a waiter's connection drops after the hand-off, the item waits in its inbox."""
+    q = make_queue("inbox", serializer="bytes", client_id="consumer-1")
+    k = q.keys
+    # register as the waiter the way a blocking get does, then vanish before the BRPOP
+    status = q._backend.script(q._get_command, (k.inbox("consumer-1"), k.signal("consumer-1"),
+                                                "consumer-1", "block", "0"))
+    assert status == -6
+    make_queue("inbox", serializer="bytes").put(b"handed off")
+    assert r.lrange(k.inbox("consumer-1"), 0, -1) == [b"handed off"]
+    assert q.get_nowait() == b"handed off"
+    assert_invariants(r, q)

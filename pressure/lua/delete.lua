@@ -6,8 +6,10 @@
 -- KEYS[3] - :closed
 -- KEYS[4] - :producer_free
 -- KEYS[5] - :consumer_free
--- KEYS[6..] - every other key of the queue, deleted at the end
+-- KEYS[6] - :pressure:waiter
+-- KEYS[7..] - every other key of the queue, deleted at the end
 -- ARGV[1] - 'begin' or 'finish'
+-- ARGV[2] - signal key prefix (:pressure:signal:), to wake the waiting consumer
 -- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
 --        -10 waiting for the producer token, -11 waiting for the consumer token
 if ARGV[1] == 'begin' then
@@ -15,6 +17,12 @@ if ARGV[1] == 'begin' then
   redis.call('DEL', KEYS[1])
   redis.call('LPUSH', KEYS[2], 1)
   redis.call('LPUSH', KEYS[3], 1, 1)
+  local waiter = redis.call('GET', KEYS[6])
+  if waiter then
+    redis.call('DEL', KEYS[6])
+    if redis.call('LLEN', KEYS[5]) == 0 then redis.call('LPUSH', KEYS[5], 1) end
+    redis.call('LPUSH', ARGV[2] .. waiter, -4)
+  end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
   return -8
 end

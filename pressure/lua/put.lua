@@ -1,20 +1,30 @@
--- Put one item (protocol Put, non-blocking form): the producer role is taken
--- and given back inside this script, so it is never held across round trips.
--- KEYS[1] - the queue list
--- KEYS[2] - :bound
--- KEYS[3] - :producer_free
--- KEYS[4] - :producer
--- KEYS[5] - :closed
--- KEYS[6] - :not_full
--- KEYS[7] - :stats:produced_messages
--- KEYS[8] - :stats:produced_bytes
+-- Put one item (protocol Put, non-blocking form). The producer role is only
+-- checked, never held across round trips: inside one script, taking the
+-- token and giving it back is the same as seeing it there.
+-- If a consumer is registered as waiting (it holds the consumer role while the
+-- queue is empty), the oldest item goes straight into that consumer's inbox
+-- and the consumer's side of Get is done here: stats, role given back.
+-- KEYS[1]  - the queue list
+-- KEYS[2]  - :bound
+-- KEYS[3]  - :producer_free
+-- KEYS[4]  - :producer
+-- KEYS[5]  - :closed
+-- KEYS[6]  - :not_full
+-- KEYS[7]  - :stats:produced_messages
+-- KEYS[8]  - :stats:produced_bytes
+-- KEYS[9]  - :consumer_free
+-- KEYS[10] - :stats:consumed_messages
+-- KEYS[11] - :stats:consumed_bytes
+-- KEYS[12] - :pressure:waiter (identifier of the waiting consumer)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
 -- ARGV[4] - '1' if the caller took a :not_full element while waiting (it is
 --           given back when another client holds the producer role)
--- return the new queue length (> 0) on success, or
---   -1 full (the role was taken and given back, nothing pushed)
+-- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
+--           prefix followed by its identifier (same hash slot as the queue)
+-- return the queue length after the put (>= 0) on success, or
+--   -1 full, nothing pushed
 --   -2 the producer role is held by another client and the queue is not full
 --   -3 the queue is closed
 --   -4 the queue does not exist
@@ -33,8 +43,9 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
 end
 if ARGV[3] == '1' and bound > 0 then return -7 end
 local len = redis.call('LLEN', KEYS[1])
-if not redis.call('RPOP', KEYS[3]) then
-  if bound > 0 and len >= bound then return -1 end
+local full = bound > 0 and len >= bound
+if redis.call('LLEN', KEYS[3]) == 0 then
+  if full then return -1 end
   if ARGV[4] == '1' then
     -- the producer holding the role may be waiting for the permit we took
     redis.call('LPUSH', KEYS[6], 1)
@@ -42,20 +53,36 @@ if not redis.call('RPOP', KEYS[3]) then
   end
   return -2
 end
-redis.call('SET', KEYS[4], ARGV[1])
-local result = -1
-if bound == 0 or len < bound then
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then redis.call('SET', KEYS[4], ARGV[1]) end
+if full then
+  redis.call('DEL', KEYS[6])
+  return -1
+end
+redis.call('INCR', KEYS[7])
+redis.call('INCRBY', KEYS[8], #ARGV[2])
+local waiter = redis.call('GET', KEYS[12])
+if waiter then
+  local item = ARGV[2]
+  if len > 0 then
+    -- items a plain spec producer pushed while the consumer waited go first
+    item = redis.call('RPOP', KEYS[1])
+    redis.call('LPUSH', KEYS[1], ARGV[2])
+  end
+  redis.call('LPUSH', ARGV[5] .. waiter, item)
+  redis.call('INCR', KEYS[10])
+  redis.call('INCRBY', KEYS[11], #item)
+  redis.call('DEL', KEYS[12])
+  if redis.call('LLEN', KEYS[9]) == 0 then redis.call('LPUSH', KEYS[9], 1) end
+else
   len = redis.call('LPUSH', KEYS[1], ARGV[2])
-  redis.call('INCR', KEYS[7])
-  redis.call('INCRBY', KEYS[8], #ARGV[2])
-  result = len
 end
 -- :not_full holds one element exactly while the queue is below its bound
+local permits = redis.call('LLEN', KEYS[6])
 if bound == 0 or len < bound then
-  redis.call('LPUSH', KEYS[6], 1)
-  redis.call('LTRIM', KEYS[6], 0, 0)
-else
+  if permits ~= 1 then
+    if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
+  end
+elseif permits > 0 then
   redis.call('DEL', KEYS[6])
 end
-redis.call('LPUSH', KEYS[3], 1)
-return result
+return len
