@@ -1,9 +1,10 @@
 """Where the queue's Redis is, and one process's connection to it.
 
 ``ConnectionConfig`` is a picklable description of the server (so a queue
-handle can cross to another process or host); ``Backend`` turns it into a
-redis-py client once per process, registers the Lua scripts on it, and turns
-redis-py errors into pressure's typed errors.
+handle can cross to another process or host); ``Backend`` turns it into
+connections once per process (and thread), runs the Lua scripts with EVALSHA
+(loading them on NOSCRIPT), and turns redis-py errors into pressure's typed
+errors.
 
 Our own clients never retry a command by themselves: redis-py 8 retries on
 timeouts by default, and re-sending a script whose reply was lost would
@@ -165,11 +166,12 @@ class ConnectionConfig:
 
 
 class Backend:
-    """One process's client for one server, with the Lua scripts registered on it.
+    """One process's connections to one server: a redis-py client for occasional
+    commands, and one connection per thread for the hot paths (no pool lock).
 
-    A forked child notices the pid change and builds its own client, so no
-    socket is ever shared across processes. A client passed in by the user is
-    used as is and never closed.
+    A forked child notices the pid change and builds its own, so no socket is
+    ever shared across processes. A client passed in by the user is used as is
+    (its settings also make the per-thread connections) and never closed.
     """
 
     def __init__(self, config: ConnectionConfig, client: redis.Redis | None = None) -> None:

@@ -331,7 +331,7 @@ class Queue(Generic[T]):
                 took = backend.call(
                     "BRPOP :not_full", client.brpop, [self._keys.not_full],
                     timeout=max(min(backend.slice, deadline - now), _MIN_WAIT),
-                )  # not "mutating": nothing of ours is lost if this reply is
+                )  # a lost reply costs a wake-up, never an item or a token: not "mutating"
                 args[3] = "1" if took else "0"
             elif result == _BUSY:
                 if now >= busy_deadline:
@@ -341,7 +341,6 @@ class Queue(Generic[T]):
                 args[3] = "0"
             else:
                 raise ProtocolError(f"put script returned {result!r}")
-            args[0] = self.client_id
             result = backend.script(self._put_command, args)
             if result >= 0:
                 return
