@@ -281,6 +281,15 @@ class Queue(Generic[T]):
             raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
         return bound
 
+    def _raise_for(self, result: int) -> None:
+        """Raise what a script result that ends the call means (closed, deleted, bad timeout)."""
+        if result == _CLOSED:
+            raise ShutDown(f"queue {self._name!r} is shut down")
+        if result == _NO_QUEUE:
+            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+        if result == _NEGATIVE:
+            raise ValueError(_TIMEOUT_MESSAGE)
+
     # -- put ----------------------------------------------------------------------
 
     def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
@@ -318,12 +327,7 @@ class Queue(Generic[T]):
         busy_deadline = max(deadline, now + backend.slice)
         client = backend.client()
         while True:
-            if result == _CLOSED:
-                raise ShutDown(f"queue {self._name!r} is shut down")
-            if result == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
-            if result == _NEGATIVE:
-                raise ValueError(_TIMEOUT_MESSAGE)
+            self._raise_for(result)
             now = time.monotonic()
             if result == _FULL:
                 if now >= deadline:
@@ -411,12 +415,7 @@ class Queue(Generic[T]):
                     # woken by a signal (close, delete) or a slice ended: look again
                 else:
                     maybe_waiting = False
-                    if status == _CLOSED:
-                        raise ShutDown(f"queue {self._name!r} is shut down")
-                    if status == _NO_QUEUE:
-                        raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
-                    if status == _NEGATIVE:
-                        raise ValueError(_TIMEOUT_MESSAGE)
+                    self._raise_for(status)
                     if status == _BUSY:
                         now = time.monotonic()
                         if now >= busy_deadline:
@@ -442,10 +441,7 @@ class Queue(Generic[T]):
             result = backend.script(self._get_command, tail)
             if isinstance(result, bytes):
                 return result
-            if result == _CLOSED:
-                raise ShutDown(f"queue {self._name!r} is shut down")
-            if result == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            self._raise_for(result)
             if result == _EMPTY:
                 raise Empty(f"queue {self._name!r} is empty")
             if result != _BUSY:

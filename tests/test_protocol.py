@@ -244,17 +244,23 @@ def _spec_lpush(r: redis.Redis, q: pressure.Queue[Any], data: bytes) -> None:
     r.lpush(k.producer_free, 0)
 
 
+def _start_waiting_get(q: pressure.Queue[Any], r: redis.Redis, got: list[Any]) -> threading.Thread:
+    """Start a blocking get in a thread and return once it is the registered waiter."""
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not r.exists(q.keys.waiter):
+        assert time.monotonic() < deadline, "the consumer never started waiting"
+        time.sleep(0.01)
+    return t
+
+
 def test_waiting_consumer_gets_a_spec_producers_item(make_queue: Any, r: redis.Redis) -> None:
     """A spec producer pushes to the list, not to pressure's inbox: the waiter looks
     again at the end of each wait slice (at most about a second)."""
     q = make_queue("spec-to-waiter", serializer="bytes")
     got: list[bytes] = []
-    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
-    t.start()
-    deadline = time.monotonic() + 10
-    while not r.exists(q.keys.waiter):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    t = _start_waiting_get(q, r, got)
     _spec_lpush(r, q, b"from spec")
     start = time.monotonic()
     t.join(20)
@@ -265,12 +271,7 @@ def test_waiting_consumer_gets_a_spec_producers_item(make_queue: Any, r: redis.R
 def test_put_hands_the_oldest_item_to_the_waiter(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("fifo-waiter", serializer="bytes")
     got: list[bytes] = []
-    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
-    t.start()
-    deadline = time.monotonic() + 10
-    while not r.exists(q.keys.waiter):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    t = _start_waiting_get(q, r, got)
     _spec_lpush(r, q, b"first")  # pushed while pressure's consumer waits
     q.put(b"second")  # the waiter must get "first", and "second" stays queued
     t.join(20)
@@ -283,12 +284,7 @@ def test_put_hands_the_oldest_item_to_the_waiter(make_queue: Any, r: redis.Redis
 def test_delivery_to_a_waiter_skips_the_list_and_counts_both_sides(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("handoff", serializer="bytes")
     got: list[bytes] = []
-    t = threading.Thread(target=lambda: got.append(q.get(timeout=20)))
-    t.start()
-    deadline = time.monotonic() + 10
-    while not r.exists(q.keys.waiter):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    t = _start_waiting_get(q, r, got)
     assert r.llen(q.keys.consumer_free) == 0  # the waiter holds the consumer role, as in the spec
     q.put(b"x" * 10)
     t.join(20)
