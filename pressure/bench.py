@@ -240,8 +240,10 @@ class PressureTransport(Transport):
 
     def cleanup(self) -> None:
         if self.queue is not None:
+            # protocol Delete: every key, the consumers' in-flight lists included; a consumer
+            # killed mid-run holds nothing delete() cannot take back
+            self.queue.delete()
             self.queue.disconnect()
-            _delete_keys(self.url, self.queue.keys.all_keys())
 
 
 def _raw_get(client: redis.Redis, key: str) -> bytes:

@@ -45,9 +45,13 @@ SCRIPT_NAMES = (
     "create",
     "put",
     "get",
+    "ack",
+    "requeue",
+    "restore",
+    "repair",
+    "kick",
     "close",
     "drain",
-    "task_done",
     "join_check",
     "info",
     "set_bound",
@@ -260,21 +264,21 @@ class Backend:
         except redis.RedisError as exc:
             self.raise_error(exc, f"script {command.name}", mutating)
 
-    def script_then_brpop(self, command: PackedScript, tail: Sequence[bytes | str | int],
-                          wait_keys: Sequence[str], timeout: float) -> tuple[Any, Any]:
-        """Send a script and a BRPOP in one pipeline (one round trip) on this thread's connection.
+    def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
+                           source: str, destination: str, timeout: float) -> tuple[Any, Any]:
+        """Send a script and ``BLMOVE source destination RIGHT LEFT timeout`` in one
+        pipeline (one round trip) on this thread's connection.
 
-        Returns ``(script result, BRPOP reply)``; a script error reply is
-        returned as the exception object, after the BRPOP has answered. The
-        script must leave something in ``wait_keys`` unless the caller is
-        meant to wait there, or the BRPOP waits ``timeout``. Used for the
-        blocking get.
+        Returns ``(script result, BLMOVE reply)``; a script error reply is
+        returned as the exception object, after the BLMOVE has answered. The
+        script must leave something in ``source`` unless the caller is meant
+        to wait there, or the BLMOVE waits ``timeout``. Used for the blocking get.
         """
         conn = self.thread_connection()
-        brpop = b"*%d\r\n$5\r\nBRPOP\r\n" % (len(wait_keys) + 2)
-        data = [command.pack(tail) + brpop + b"".join(map(_bulk, wait_keys)) + _bulk(repr(timeout))]
+        data = [command.pack(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
+                + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout))]
         try:
-            if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BRPOP wait
+            if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BLMOVE wait
                 self._load_on(conn, command.name)
             conn.send_packed_command(data, check_health=False)
             first: Any
@@ -284,7 +288,7 @@ class Backend:
                 first = exc
             second = conn.read_response()
         except redis.RedisError as exc:
-            self.raise_error(exc, f"script {command.name} and BRPOP", True)
+            self.raise_error(exc, f"script {command.name} and BLMOVE", True)
         if isinstance(first, redis.exceptions.NoScriptError):
             self._loaded.discard(command.name)
         return first, second

@@ -39,8 +39,14 @@ class QueueKeys:
     discarded: str
     all_tasks_done: str
     waiter: str
+    lease: str
+    consumers: str
+    redeliveries: str
+    delivery_seq: str
+    dead: str
+    sweep: str
     inbox_prefix: str
-    signal_prefix: str
+    inflight_prefix: str
 
     @classmethod
     def build(cls, prefix: str, name: str) -> QueueKeys:
@@ -63,8 +69,14 @@ class QueueKeys:
             discarded=f"{ext}:discarded",
             all_tasks_done=f"{ext}:all_tasks_done",
             waiter=f"{ext}:waiter",
+            lease=f"{ext}:lease",
+            consumers=f"{ext}:consumers",
+            redeliveries=f"{ext}:redeliveries",
+            delivery_seq=f"{ext}:delivery_seq",
+            dead=f"{ext}:dead",
+            sweep=f"{ext}:sweep",
             inbox_prefix=f"{ext}:inbox:",
-            signal_prefix=f"{ext}:signal:",
+            inflight_prefix=f"{ext}:inflight:",
         )
 
     def protocol_keys(self) -> tuple[str, ...]:
@@ -85,16 +97,17 @@ class QueueKeys:
         )
 
     def extension_keys(self) -> tuple[str, ...]:
-        """pressure's own fixed keys for this queue (not the per-consumer inbox and signal lists)."""
-        return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter)
+        """pressure's own fixed keys for this queue (not the per-consumer inbox and in-flight lists)."""
+        return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
+                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""
         return self.inbox_prefix + client_id
 
-    def signal(self, client_id: str) -> str:
-        """The list that wakes a waiting consumer for anything but an item."""
-        return self.signal_prefix + client_id
+    def inflight(self, client_id: str) -> str:
+        """The list of a consumer's deliveries not yet acknowledged."""
+        return self.inflight_prefix + client_id
 
     def all_keys(self) -> tuple[str, ...]:
         return self.protocol_keys() + self.extension_keys()

@@ -6,50 +6,61 @@ exception that the protocol itself requires: a consumer waiting on an empty
 queue holds the consumer role. Waiting happens outside scripts, in finite
 slices (a server-side timeout of 0 would mean forever):
 
-* a blocking get sends get.lua and ``BRPOP <inbox> <signal>`` in one pipeline.
-  If an item is there, the script moves it to the caller's private inbox and
-  the BRPOP returns it at once: one round trip. If the queue is empty, the
-  script registers the caller as the waiter (it now holds the consumer role)
-  and the BRPOP waits; the next put.lua hands its item straight to the
-  waiter's inbox and does the consumer's bookkeeping (stats, role given back),
-  so the waiter needs no further round trip. Close and delete wake the waiter
-  through its signal list;
+* a blocking get sends get.lua and ``BLMOVE <inbox> <inflight> RIGHT LEFT`` in
+  one pipeline. If an item is there, the script puts a delivery entry in the
+  caller's private inbox and the BLMOVE moves it to the caller's in-flight
+  list and returns it: one round trip. If the queue is empty, the script
+  registers the caller as the waiter (it now holds the consumer role, under a
+  lease it renews every slice) and the BLMOVE waits; the next put.lua hands
+  its item straight to the waiter's inbox and does the consumer's bookkeeping
+  (stats, role given back), so the waiter needs no further round trip. Close
+  and delete wake the waiter with an ``s:`` entry in its inbox;
+* an entry stays in the in-flight list until acknowledged: at once (sent
+  without waiting for the reply) in the default mode, on ``task_done()`` or
+  ``Delivery.ack()`` in reliable mode. A reply lost on a dropped connection
+  therefore loses nothing: the next get takes the entry back;
 * a producer waiting for room pops ``:not_full`` as a wake-up and re-runs
   put.lua, which decides from the length and the bound read there and then
   (so a lost wake-up costs one slice, never the queue);
 * a client waiting for a role held by someone else waits with
   ``BLMOVE x x RIGHT RIGHT``, which wakes when the token is back but leaves
-  it in place, then re-runs its script.
+  it in place, then re-runs its script. While it waits it checks the holder:
+  a dead process on this host (pid and start time), or a lease that expired,
+  and the role and everything the holder had in flight are taken back
+  (requeue.lua 'recover', atomic, only if the holder is still the dead one).
 
 Timeline of a blocking get on an empty queue::
 
     consumer A: [get.lua -> -6 (A is the waiter, holds :consumer_free),
-                 BRPOP inbox:A signal:A 1.0 ...]             one round trip
-    producer P: put.lua -> LPUSH inbox:A item, stats, role back, waiter gone
-    consumer A: BRPOP answers with the item
+                 BLMOVE inbox:A inflight:A RIGHT LEFT 1.0 ...]   one round trip
+    producer P: put.lua -> LPUSH inbox:A entry, stats, role back, waiter gone
+    consumer A: BLMOVE answers with the entry; A sends its acknowledgement
 
 If A's wait ends any other way (deadline, error, interrupt), get.lua 'cancel'
 unregisters A and gives the role back, and only if A is still the waiter; an
-item delivered in that instant stays in A's inbox and A's next get returns it.
+entry handed over in that instant stays in A's inbox for A's next get.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
 import math
 import numbers
 import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import redis
 
-from . import serializers
+from . import identity, serializers
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import (
     BackendError,
+    DeserializationError,
     Empty,
     Full,
     PressureError,
@@ -60,15 +71,21 @@ from .errors import (
 )
 from .keys import DEFAULT_PREFIX, QueueKeys
 
-__all__ = ["Queue", "QueueStatistics"]
+__all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
 
 T = TypeVar("T")
+logger = logging.getLogger("pressure")
 
 _TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 #: How long create-or-attach waits for a Delete in progress to finish.
 _CREATE_WAIT = 5.0
 #: The shortest server-side wait: never let a small timeout round down to 0.
 _MIN_WAIT = 0.005
+#: How often, at most, the clients of a queue sweep it for expired deliveries.
+_SWEEP_INTERVAL = 1.0
+#: A plain spec client's dead-looking holder must look dead this long before its token is restored
+#: (a live one may be between taking the token and writing its identifier).
+_SPEC_HOLDER_GRACE = 0.5
 
 # script results (see the headers in pressure/lua/)
 _DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
@@ -103,6 +120,92 @@ def _maxsize_value(maxsize: Any) -> int:
     if not math.isfinite(value) or value != int(value):
         raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
     return max(int(value), 0)
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+    return seconds
+
+
+def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
+    """Split a delivery entry '<seq>:<deliveries>:<ms>:<payload>'."""
+    seq, deliveries, ms, payload = entry.split(b":", 3)
+    return seq.decode(), int(deliveries), int(ms), payload
+
+
+@dataclass(eq=False)
+class Delivery(Generic[T]):
+    """One delivery of an item: acknowledge it, or release it for redelivery.
+
+    ``get()`` hides this object; ``receive()`` returns it, for code that
+    acknowledges out of order. Until acknowledged, the item stays in Redis
+    in this consumer's in-flight list (reliable mode).
+    """
+
+    #: The item.
+    item: T
+    #: The delivery number (unique per queue).
+    id: str
+    #: How many times the item has been delivered, this one included.
+    deliveries: int
+    #: When it was delivered (Unix time, by the server's clock).
+    delivered_at: float
+    #: The identifier of the consumer it was delivered to.
+    consumer: str
+    _queue: Queue[T] = field(repr=False)
+
+    def ack(self) -> bool:
+        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
+        return self._queue._ack(self, task_done=False)
+
+    def release(self) -> bool:
+        """Give the item back: it returns to the head of the queue (or, past max_deliveries,
+        to the dead-letter list). False if it was already acknowledged or requeued."""
+        return self._queue._release(self)
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An item delivered and not yet acknowledged."""
+
+    #: The consumer holding it.
+    consumer: str
+    #: The delivery number.
+    id: str
+    #: How many times it has been delivered.
+    deliveries: int
+    #: Seconds since this delivery.
+    age: float
+    #: The raw payload.
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An item moved to the dead-letter list after too many deliveries."""
+
+    #: The delivery number of its last delivery.
+    id: str
+    #: How many times it was delivered.
+    deliveries: int
+    #: Seconds since its last delivery.
+    age: float
+    #: The raw payload.
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What ``repair()`` changed."""
+
+    #: Keys reset to the protocol invariants, with what they held before.
+    reset: dict[str, str]
+    #: Consumers found dead whose deliveries went back to the queue.
+    recovered: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +257,10 @@ class Queue(Generic[T]):
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
+        reliable: bool = False,
+        visibility_timeout: float = 30.0,
+        lease: float = 10.0,
+        max_deliveries: int | None = 10,
     ) -> None:
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
@@ -176,11 +283,37 @@ class Queue(Generic[T]):
             config = ConnectionConfig.from_url(url)
         else:
             config = ConnectionConfig.from_environment()
-        self._setup(name, prefix, serializer, client_id, Backend(config, connection))
+        options = {
+            "reliable": bool(reliable),
+            "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
+            "lease": _seconds("lease", lease),
+            "max_deliveries": self._check_max_deliveries(max_deliveries),
+        }
+        self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
         self._create(bound)
 
+    @staticmethod
+    def _check_max_deliveries(value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"max_deliveries must be an integer or None, not {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"max_deliveries must be at least 1, not {value}")
+        return int(value)
+
     def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
-               client_id: str | None, backend: Backend) -> None:
+               client_id: str | None, backend: Backend, options: dict[str, Any]) -> None:
+        self._options = options
+        self._reliable: bool = options["reliable"]
+        self._lease_ms = int(options["lease"] * 1000)
+        self._visibility_ms = int(options["visibility_timeout"] * 1000) if self._reliable else self._lease_ms
+        self._max_deliveries = str(options["max_deliveries"] or 0)
+        self._unacked: collections.deque[Delivery[T]] = collections.deque()
+        self._last_received: dict[str, str] = {}
+        self._record: tuple[int, str] = (-1, "")
+        self._last_sweep = 0.0
+        self._suspects: dict[str, tuple[str, float]] = {}
         self._name = name
         self._prefix = prefix
         self._serializer_spec = serializer
@@ -191,14 +324,20 @@ class Queue(Generic[T]):
         k = self._keys = QueueKeys.build(prefix, name)
         self._put_keys = (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full,
                           k.produced_messages, k.produced_bytes, k.consumer_free,
-                          k.consumed_messages, k.consumed_bytes, k.waiter)
+                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease,
+                          k.redeliveries, k.delivery_seq)
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
-                          k.consumed_messages, k.consumed_bytes, k.waiter)
+                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
+                          k.redeliveries, k.delivery_seq)
+        self._requeue_keys = (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free,
+                              k.waiter, k.lease, k.consumers, k.redeliveries, k.dead, k.sweep,
+                              k.bound, k.not_full)
         self._info_keys = (k.base, k.bound, k.closed)
+        self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         # the hot paths send pre-encoded commands: see PackedScript
         self._put_command = PackedScript("put", self._put_keys, 0, 5)
-        self._get_command = PackedScript("get", self._get_keys, 2, 3)
-        self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
+        self._get_command = PackedScript("get", self._get_keys, 2, 5)
+        self._ack_command = PackedScript("ack", self._task_keys, 1, 2)
 
     # -- identity and configuration -------------------------------------------------
 
@@ -242,11 +381,12 @@ class Queue(Generic[T]):
             "serializer": self._serializer_spec,
             "client_id": self._client_id,
             "config": self._backend.config,
+            "options": self._options,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._setup(state["name"], state["prefix"], state["serializer"], state["client_id"],
-                    Backend(state["config"]))
+                    Backend(state["config"]), state["options"])
 
     # -- create-or-attach -----------------------------------------------------------
 
@@ -341,6 +481,7 @@ class Queue(Generic[T]):
                 if now >= busy_deadline:
                     holder = self._read(self._keys.producer)
                     raise Full(f"queue {self._name!r}: the producer role is held by {holder}")
+                self._recover_spec_holder(self._keys.producer_free, self._keys.producer)
                 self._wait_token(self._keys.producer_free, busy_deadline - now)
                 args[3] = "0"
             else:
@@ -370,10 +511,16 @@ class Queue(Generic[T]):
         available, else raise the Empty exception ('timeout' is ignored
         in that case). Raises ShutDown if the queue has been shut down and
         is empty. A payload that cannot be deserialized raises
-        DeserializationError carrying the raw bytes.
+        DeserializationError carrying the raw bytes; the item goes to the
+        dead-letter list.
+
+        In reliable mode the item stays in Redis until ``task_done()``
+        acknowledges it (the oldest unacknowledged item of this handle first).
         """
-        payload = self._get_payload(block, timeout)
-        return serializers.loads(self._serializer, payload)  # type: ignore[no-any-return]
+        delivery = self.receive(block, timeout)
+        if self._reliable:
+            self._unacked.append(delivery)
+        return delivery.item
 
     def get_nowait(self) -> T:
         """Remove and return an item from the queue without blocking.
@@ -383,87 +530,131 @@ class Queue(Generic[T]):
         """
         return self.get(block=False)
 
-    def _get_payload(self, block: bool, timeout: Any) -> bytes:
+    def receive(self, block: bool = True, timeout: float | None = None) -> Delivery[T]:
+        """Like ``get()``, but return the Delivery, to acknowledge or release explicitly.
+
+        In reliable mode the item stays in this consumer's in-flight list until
+        ``Delivery.ack()`` (or ``release()``, or its visibility timeout passes,
+        or this consumer dies). In the default mode it is acknowledged at once.
+        """
         wait = _timeout_value(timeout) if block else None
         if self._pending_cancel:
             self._retry_cancels()
-        if not block:
-            return self._get_nowait()
+        cid = self.client_id
+        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+            self._sweep()
+        entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
+        seq, deliveries, ms, payload = _parse_entry(entry)
+        try:
+            item = serializers.loads(self._serializer, payload)
+        except DeserializationError:
+            # it will never load with this serializer: to the dead-letter list, not lost
+            self._backend.run("requeue", self._requeue_keys, (
+                "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq))
+            raise
+        # default mode: received is acknowledged (this consumer's next get drops it)
+        self._last_received[cid] = seq
+        return Delivery(item, seq, deliveries, ms / 1000, cid, self)
+
+    def _consumer_record(self) -> str:
+        """'host|pid|start|ms|mode' of this process, for :pressure:consumers: the
+        visibility timeout and 'r' in reliable mode, the lease and 'd' otherwise."""
+        pid = os.getpid()
+        if self._record[0] != pid:
+            host, pid, start = identity.process_record()
+            mode = "r" if self._reliable else "d"
+            self._record = (pid, f"{host}|{pid}|{start}|{self._visibility_ms}|{mode}")
+        return self._record[1]
+
+    def _get_entry(self, cid: str, block: bool, wait: float | None) -> bytes:
         now = time.monotonic()
         deadline = math.inf if wait is None else now + max(wait, 0.0)
         busy_deadline = max(deadline, now + self._backend.slice)
-        cid = self.client_id
-        wait_keys = (self._keys.inbox(cid), self._keys.signal(cid))
-        inbox = wait_keys[0].encode()
+        inbox, inflight = self._keys.inbox(cid), self._keys.inflight(cid)
         backend = self._backend
         command = self._get_command
-        tail = (*wait_keys, cid, "block", "1" if wait is not None and wait < 0 else "0")
+        record = self._consumer_record()
+        tail = [inbox, inflight, cid, "block", "1" if wait is not None and wait < 0 else "0",
+                record, self._lease_ms]
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
         try:
-            status, reply = backend.script_then_brpop(
-                command, tail, wait_keys, _wait_time(backend.slice, deadline))
+            status, reply = backend.script_then_blmove(
+                command, tail, inbox, inflight, _wait_time(backend.slice, deadline))
+            tail[4] = "0"
             while True:
-                if reply is not None and reply[0] == inbox:
+                if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
                     maybe_waiting = False  # a delivery ends the wait (put.lua unregistered us)
-                    return reply[1]  # type: ignore[no-any-return]
+                    return reply  # type: ignore[no-any-return]
                 if isinstance(status, redis.RedisError):
                     if not isinstance(status, redis.exceptions.NoScriptError):
                         backend.raise_error(status, "script get", True)
                 elif status == _WAITING:
-                    if reply is None and time.monotonic() >= deadline:
-                        return self._cancel_wait(cid)
-                    # woken by a signal (close, delete) or a slice ended: look again
+                    if reply is None:
+                        if time.monotonic() >= deadline:
+                            return self._cancel_wait(cid)
+                        self._sweep()  # a slice ended: requeue what expired meanwhile
+                    # woken by close or delete, or a slice ended: look again (and renew the lease)
                 else:
                     maybe_waiting = False
+                    if status == _NO_QUEUE:  # deleted: our own lists are all that is left
+                        backend.call("DEL", backend.client().delete, inbox, inflight, mutating=True)
                     self._raise_for(status)
                     if status == _BUSY:
                         now = time.monotonic()
                         if now >= busy_deadline:
                             raise Empty(f"queue {self._name!r} is empty")
+                        self._recover_waiter()
                         self._wait_token(self._keys.consumer_free, busy_deadline - now)
                     elif status != _DELIVERED:
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
-                status, reply = backend.script_then_brpop(
-                    command, (*wait_keys, cid, "block", "0"), wait_keys,
-                    _wait_time(backend.slice, deadline))
+                status, reply = backend.script_then_blmove(
+                    command, tail, inbox, inflight, _wait_time(backend.slice, deadline))
         except BaseException:
             if maybe_waiting:
                 self._cancel_after_error(cid)
             raise
 
-    def _get_nowait(self) -> bytes:
-        cid = self.client_id
-        tail = (self._keys.inbox(cid), self._keys.signal(cid), cid, "nowait", "0")
+    def _get_nowait(self, cid: str) -> bytes:
+        tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "nowait", "0",
+                self._consumer_record(), self._lease_ms)
         backend = self._backend
         busy_deadline = time.monotonic() + backend.slice
-        while True:
-            result = backend.script(self._get_command, tail)
-            if isinstance(result, bytes):
-                return result
-            self._raise_for(result)
-            if result == _EMPTY:
-                raise Empty(f"queue {self._name!r} is empty")
-            if result != _BUSY:
-                raise ProtocolError(f"get script returned {result!r}")
-            # another consumer is mid-step while items wait: wait for it like a mutex
-            now = time.monotonic()
-            if now >= busy_deadline:
-                raise Empty(f"queue {self._name!r}: the consumer role is held by "
-                            f"{self._read(self._keys.consumer)}")
-            self._wait_token(self._keys.consumer_free, busy_deadline - now)
+        try:
+            while True:
+                result = backend.script(self._get_command, tail)
+                if isinstance(result, bytes):
+                    return result
+                self._raise_for(result)
+                if result == _EMPTY:
+                    raise Empty(f"queue {self._name!r} is empty")
+                if result != _BUSY:
+                    raise ProtocolError(f"get script returned {result!r}")
+                # another consumer is mid-step while items wait: wait for it like a mutex
+                now = time.monotonic()
+                if now >= busy_deadline:
+                    raise Empty(f"queue {self._name!r}: the consumer role is held by "
+                                f"{self._read(self._keys.consumer)}")
+                self._recover_waiter()
+                self._wait_token(self._keys.consumer_free, busy_deadline - now)
+        except BackendError:
+            self._pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
+            raise
 
     def _cancel(self, cid: str) -> Any:
-        tail = (self._keys.inbox(cid), self._keys.signal(cid), cid, "cancel", "0")
-        return self._backend.script(self._get_command, tail)
+        """Stop waiting; entries in our in-flight list never received go back to our inbox."""
+        if self._reliable:
+            received = [d.id for d in self._unacked if d.consumer == cid]
+        else:
+            received = [self._last_received[cid]] if cid in self._last_received else []
+        keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid))
+        return self._backend.run("get", keys, (cid, "cancel", "0", self._consumer_record(),
+                                               self._lease_ms, *received))
 
     def _cancel_wait(self, cid: str) -> bytes:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
         if self._cancel(cid) == _DELIVERED:
-            item = self._backend.call("RPOP inbox", self._backend.client().rpop,
-                                      self._keys.inbox(cid), mutating=True)
-            if item is not None:
-                return item  # type: ignore[no-any-return]
+            return self._get_nowait(cid)  # served from our inbox first
         raise Empty(f"queue {self._name!r} is empty")
 
     def _cancel_after_error(self, cid: str) -> None:
@@ -480,6 +671,183 @@ class Queue(Generic[T]):
         while self._pending_cancel:
             self._cancel(self._pending_cancel[0])
             self._pending_cancel.pop(0)
+
+    # -- acknowledgements and recovery ------------------------------------------------
+
+    def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
+        acked, unfinished = self._backend.run(
+            "ack", (*self._task_keys, self._keys.inflight(delivery.consumer)),
+            (delivery.id, "1" if task_done else "0"))
+        self._forget(delivery)
+        if unfinished == -1:
+            raise ValueError("task_done() called too many times")
+        if unfinished == _NO_QUEUE:
+            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+        return bool(acked)
+
+    def _release(self, delivery: Delivery[T]) -> bool:
+        requeued, dead = self._backend.run("requeue", self._requeue_keys, (
+            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
+            delivery.consumer, delivery.id))
+        self._forget(delivery)
+        return bool(requeued or dead)
+
+    def _forget(self, delivery: Delivery[T]) -> None:
+        try:
+            self._unacked.remove(delivery)
+        except ValueError:
+            pass
+
+    def _sweep(self) -> None:
+        """Requeue deliveries whose visibility timeout or lease passed (at most once a second
+        across all clients), and recover consumers on this host whose process is gone."""
+        self._last_sweep = time.monotonic()
+        result = self._backend.run("requeue", self._requeue_keys, (
+            "sweep", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
+            "", "", int(_SWEEP_INTERVAL * 1000)))
+        if result[0] > 0 or result[1] > 0:
+            logger.warning("queue %r: requeued %d expired deliveries, dead-lettered %d",
+                           self._name, result[0], result[1])
+        records = result[2:]
+        for i in range(0, len(records), 2):
+            self._recover_if_dead(records[i].decode(errors="replace"), records[i + 1].decode(errors="replace"))
+
+    def _recover_if_dead(self, consumer: str, record: str) -> bool:
+        """If ``consumer`` ran on this host in a process that is gone, take back what it held."""
+        host, _, rest = record.partition("|")
+        pid, _, rest = rest.partition("|")
+        start, _, _ = rest.partition("|")
+        if host != identity.hostname() or not pid.isdigit() or identity.is_alive(int(pid), start):
+            return False
+        requeued, dead = self._backend.run("requeue", self._requeue_keys, (
+            "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
+            consumer, record))
+        if requeued >= 0:
+            logger.warning("queue %r: consumer %s (%s) is dead: its role and %d deliveries taken "
+                           "back (%d dead-lettered)", self._name, consumer, record, requeued, dead)
+        return bool(requeued >= 0)
+
+    def _recover_waiter(self) -> None:
+        """The consumer role is taken: if its holder is a dead process on this host, recover it.
+        (A holder on another host is recovered when its lease expires, by the sweep.)"""
+        k = self._keys
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=False)
+        pipe.get(k.waiter)
+        pipe.hgetall(k.consumers)
+        waiter, records = self._backend.call("read the waiter", pipe.execute)
+        if waiter is not None:
+            record = records.get(waiter)
+            if record is not None:
+                self._recover_if_dead(waiter.decode(errors="replace"), record.decode(errors="replace"))
+            elif time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+                self._sweep()
+        else:
+            self._recover_spec_holder(k.consumer_free, k.consumer)
+
+    def _recover_spec_holder(self, free_key: str, role_key: str) -> None:
+        """A role held by a plain spec client: if its identifier names a process on this host
+        that is gone (seen twice, apart), give the token back."""
+        holder = self._read(role_key)
+        parts = (holder or "").split(":")
+        if len(parts) < 2 or parts[0] != identity.hostname() or not parts[1].isdigit():
+            return
+        if identity.pid_exists(int(parts[1])):
+            self._suspects.pop(free_key, None)
+            return
+        seen = self._suspects.get(free_key)
+        now = time.monotonic()
+        if seen is None or seen[0] != holder:
+            self._suspects[free_key] = (holder or "", now)
+        elif now - seen[1] >= _SPEC_HOLDER_GRACE:
+            if self._backend.run("restore", (free_key, role_key), (holder,)):
+                logger.warning("queue %r: %s was held by dead client %s: token restored",
+                               self._name, free_key, holder)
+            self._suspects.pop(free_key, None)
+
+    def repair(self) -> RepairReport:
+        """Reset the queue's role tokens to the protocol invariants, for operators.
+
+        Every role token list is set to exactly one element, ``:not_full``
+        agrees with the length and bound, ``:closed`` has two elements if it
+        has any, and a registered waiter is cleared (a live one registers
+        again). Consumers on this host whose process is gone give back what
+        they held. Items are never lost. Run it when no client should be
+        holding a role: it does not ask.
+        """
+        k = self._keys
+        result = self._backend.run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
+                                              k.not_full, k.closed, k.waiter, k.lease), ())
+        if result == [_NO_QUEUE]:
+            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+        reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
+        recovered = []
+        records = self._backend.call("HGETALL", self._backend.client().hgetall, k.consumers)
+        for consumer, record in records.items():
+            if self._recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
+                recovered.append(consumer.decode(errors="replace"))
+        if reset or recovered:
+            logger.warning("queue %r repaired: reset %s, recovered %s", self._name, reset, recovered)
+        return RepairReport(reset, recovered)
+
+    # -- inspection ----------------------------------------------------------------
+
+    def peek(self, n: int = 1) -> list[T]:
+        """Return the next ``n`` items, next-out first, without consuming them."""
+        raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
+        return [serializers.loads(self._serializer, p) for p in reversed(raw)]
+
+    def in_flight(self) -> list[InFlight]:
+        """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
+        k = self._keys
+        client = self._backend.client()
+        consumers = self._backend.call("HGETALL", client.hgetall, k.consumers)
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        for consumer in consumers:
+            name = consumer.decode(errors="replace")
+            pipe.lrange(k.inflight(name), 0, -1)
+            pipe.lrange(k.inbox(name), 0, -1)
+        replies = self._backend.call("in_flight", pipe.execute)
+        now_s, now_us = replies[0]
+        now = now_s + now_us / 1e6
+        out: list[InFlight] = []
+        for i, consumer in enumerate(consumers):
+            for entry in replies[1 + 2 * i] + replies[2 + 2 * i]:
+                if entry.startswith(b"s:"):
+                    continue
+                seq, deliveries, ms, payload = _parse_entry(entry)
+                out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
+                                    max(now - ms / 1000, 0.0), payload))
+        return out
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter list, oldest first: items delivered ``max_deliveries`` times."""
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        pipe.lrange(self._keys.dead, 0, -1)
+        (now_s, now_us), entries = self._backend.call("dead_letters", pipe.execute)
+        now = now_s + now_us / 1e6
+        out = []
+        for entry in reversed(entries):
+            seq, deliveries, ms, payload = _parse_entry(entry)
+            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), payload))
+        return out
+
+    def kick(self, n: int | None = None) -> int:
+        """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
+        queue with a fresh delivery count. Returns how many moved."""
+        k = self._keys
+        return int(self._backend.run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
+                                              k.bound, k.not_full), (-1 if n is None else n,)))
+
+    def purge_dead(self) -> int:
+        """Delete the dead-letter list; return how many items it held."""
+        pipe = self._backend.client().pipeline(transaction=True)
+        pipe.llen(self._keys.dead)
+        pipe.delete(self._keys.dead)
+        return int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
 
     # -- role tokens --------------------------------------------------------------
 
@@ -581,10 +949,14 @@ class Queue(Generic[T]):
         Raises a ValueError if called more times than there were items
         placed in the queue.
         """
-        result = self._backend.run("task_done", self._task_keys, ())
-        if result == -1:
+        if self._reliable and self._unacked:
+            self._ack(self._unacked[0], task_done=True)  # acknowledges the oldest delivery
+            return
+        _, unfinished = self._backend.run(
+            "ack", (*self._task_keys, self._keys.inflight(self.client_id)), ("-", "1"))
+        if unfinished == -1:
             raise ValueError("task_done() called too many times")
-        if result == _NO_QUEUE:
+        if unfinished == _NO_QUEUE:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
 
     @property
@@ -629,13 +1001,14 @@ class Queue(Generic[T]):
         while True:
             result = self._backend.run(
                 "close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                          k.consumer_free, k.waiter),
-                (self.client_id, k.signal_prefix),
+                          k.consumer_free, k.waiter, k.lease),
+                (self.client_id, k.inbox_prefix),
             )
             if result == _NO_QUEUE:
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
             if result != _BUSY:
                 return
+            self._recover_spec_holder(k.producer_free, k.producer)
             self._wait_token(k.producer_free, self._backend.slice)
 
     def shutdown(self, immediate: bool = False) -> None:
@@ -658,6 +1031,7 @@ class Queue(Generic[T]):
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
             if result != _BUSY:
                 return
+            self._recover_waiter()
             self._wait_token(k.consumer_free, self._backend.slice)
 
     def delete(self) -> None:
@@ -667,9 +1041,10 @@ class Queue(Generic[T]):
         the keys go in one step once neither role is held.
         """
         k = self._keys
-        first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter)
+        first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter, k.lease,
+                 k.consumers)
         keys = (*first, *(key for key in k.all_keys() if key not in first))
-        result = self._backend.run("delete", keys, ("begin", k.signal_prefix))
+        result = self._backend.run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix))
         while True:
             if result == 1:
                 return
@@ -677,9 +1052,13 @@ class Queue(Generic[T]):
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
             if result == -8:
                 raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            waiting = k.producer_free if result == -10 else k.consumer_free
-            self._wait_token(waiting, self._backend.slice)
-            result = self._backend.run("delete", keys, ("finish", k.signal_prefix))
+            if result == -10:
+                self._recover_spec_holder(k.producer_free, k.producer)
+                self._wait_token(k.producer_free, self._backend.slice)
+            else:
+                self._recover_waiter()
+                self._wait_token(k.consumer_free, self._backend.slice)
+            result = self._backend.run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix))
 
     # -- iteration and resources ----------------------------------------------------
 

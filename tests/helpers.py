@@ -30,9 +30,11 @@ def assert_invariants(r: redis.Redis, q: pressure.Queue[Any]) -> None:
 
 
 def snapshot(r: redis.Redis, q: pressure.Queue[Any]) -> dict[bytes, Any]:
-    """Every key of the queue with its type and value."""
+    """Every key of the queue with its type and value (not the sweep's rate-limit marker)."""
     out: dict[bytes, Any] = {}
     for key in q.keys.all_keys():
+        if key == q.keys.sweep:
+            continue
         kind = r.type(key)
         if kind == b"list":
             out[key.encode()] = r.lrange(key, 0, -1)

@@ -29,7 +29,8 @@ def test_the_twelve_keys_exactly_as_the_spec_names_them(make_queue: Any, r: redi
     q.get()
     q.close()
     present = {k.decode() for k in r.keys(f"{q.prefix}:*")}
-    assert present == {f"{q.prefix}:jobs{s}" for s in SPEC_SUFFIXES}  # no :produced_messages etc.
+    ours = {k for k in present if k.startswith(f"{q.prefix}:jobs:pressure:")}  # pressure's extensions
+    assert present - ours == {f"{q.prefix}:jobs{s}" for s in SPEC_SUFFIXES}  # no :produced_messages etc.
     assert r.get(q.keys.bound) == b"2"
     assert r.type(q.keys.base) == b"list" and r.llen(q.keys.closed) == 2
     assert int(r.get(q.keys.produced_messages)) == 2 and int(r.get(q.keys.consumed_messages)) == 1
@@ -130,8 +131,18 @@ def _kill_client_of(r: redis.Redis, command: str) -> int:
     return killed
 
 
-def test_connection_killed_while_blocked_in_get_returns_the_role(make_queue: Any, r: redis.Redis) -> None:
-    q = make_queue("killed")
+@pytest.fixture
+def lone_server() -> Any:
+    """A server of the test's own: CLIENT KILL by command must hit this test's client only."""
+    from pressure.server import RedisServer
+
+    with RedisServer() as server:
+        yield server
+
+
+def test_connection_killed_while_blocked_in_get_returns_the_role(lone_server: Any, prefix: str) -> None:
+    r = redis.Redis.from_url(lone_server.url)
+    q: pressure.Queue[Any] = pressure.Queue("killed", url=lone_server.url, prefix=prefix)
     errors: list[BaseException] = []
 
     def blocked_get() -> None:
@@ -143,7 +154,7 @@ def test_connection_killed_while_blocked_in_get_returns_the_role(make_queue: Any
     t = threading.Thread(target=blocked_get)
     t.start()
     deadline = time.monotonic() + 10
-    while _kill_client_of(r, "brpop") == 0:  # CLIENT KILL the consumer's connection mid-BRPOP
+    while _kill_client_of(r, "blmove") == 0:  # CLIENT KILL the consumer's connection mid-wait
         assert time.monotonic() < deadline, "the consumer never blocked"
         time.sleep(0.02)
     t.join(30)
@@ -155,8 +166,9 @@ def test_connection_killed_while_blocked_in_get_returns_the_role(make_queue: Any
     assert q.get(timeout=5) == "after"
 
 
-def test_connection_killed_while_waiting_on_a_full_queue(make_queue: Any, r: redis.Redis) -> None:
-    q = make_queue("killed-full", 1)
+def test_connection_killed_while_waiting_on_a_full_queue(lone_server: Any, prefix: str) -> None:
+    r = redis.Redis.from_url(lone_server.url)
+    q: pressure.Queue[Any] = pressure.Queue("killed-full", 1, url=lone_server.url, prefix=prefix)
     q.put(0)
     errors: list[BaseException] = []
 
@@ -292,6 +304,11 @@ def test_delivery_to_a_waiter_skips_the_list_and_counts_both_sides(make_queue: A
     s = q.statistics()
     assert (s.produced_messages, s.produced_bytes, s.consumed_messages, s.consumed_bytes) == (1, 10, 1, 10)
     assert not r.exists(q.keys.waiter) and r.keys(f"{q.prefix}:*inbox*") == []
+    # default mode: the received entry stays in the consumer's in-flight list until its next
+    # get drops it (or a sweep, once its lease has passed); it is not in the queue
+    [key] = r.keys(f"{q.prefix}:*inflight*")
+    [entry] = r.lrange(key, 0, -1)
+    assert entry.endswith(b":" + b"x" * 10) and q.qsize() == 0
     assert_invariants(r, q)
 
 
@@ -299,11 +316,13 @@ def test_an_item_delivered_but_never_read_is_returned_by_the_next_get(make_queue
     """If a waiter's connection drops after the hand-off, the item waits in its inbox."""
     q = make_queue("inbox", serializer="bytes", client_id="consumer-1")
     k = q.keys
-    # register as the waiter the way a blocking get does, then vanish before the BRPOP
-    status = q._backend.script(q._get_command, (k.inbox("consumer-1"), k.signal("consumer-1"),
-                                                "consumer-1", "block", "0"))
+    # register as the waiter the way a blocking get does, then vanish before the BLMOVE
+    status = q._backend.script(q._get_command, (k.inbox("consumer-1"), k.inflight("consumer-1"),
+                                                "consumer-1", "block", "0", q._consumer_record(), 10000))
     assert status == -6
     make_queue("inbox", serializer="bytes").put(b"handed off")
-    assert r.lrange(k.inbox("consumer-1"), 0, -1) == [b"handed off"]
+    [entry] = r.lrange(k.inbox("consumer-1"), 0, -1)
+    assert entry.endswith(b":handed off")
     assert q.get_nowait() == b"handed off"
+    assert r.llen(k.inbox("consumer-1")) == 0
     assert_invariants(r, q)

@@ -7,9 +7,10 @@
 -- KEYS[5] - :not_full
 -- KEYS[6] - :consumer_free
 -- KEYS[7] - :pressure:waiter
+-- KEYS[8] - :pressure:lease
 -- ARGV[1] - client identifier
--- ARGV[2] - signal key prefix (:pressure:signal:); the waiting consumer's
---           signal list is this prefix followed by its identifier
+-- ARGV[2] - inbox key prefix (:pressure:inbox:); the waiting consumer wakes
+--           on the entry 's:' in its inbox
 -- return 1 if closed now, 0 if it was closed already, -2 if the producer role
 -- is held by another client, -4 if the queue does not exist
 if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
@@ -21,8 +22,8 @@ redis.call('LPUSH', KEYS[5], 1)
 redis.call('LTRIM', KEYS[5], 0, 0)
 local waiter = redis.call('GET', KEYS[7])
 if waiter then
-  redis.call('DEL', KEYS[7])
+  redis.call('DEL', KEYS[7], KEYS[8])
   if redis.call('LLEN', KEYS[6]) == 0 then redis.call('LPUSH', KEYS[6], 1) end
-  redis.call('LPUSH', ARGV[2] .. waiter, -3)
+  redis.call('LPUSH', ARGV[2] .. waiter, 's:')
 end
 return 1

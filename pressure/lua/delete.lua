@@ -7,9 +7,12 @@
 -- KEYS[4] - :producer_free
 -- KEYS[5] - :consumer_free
 -- KEYS[6] - :pressure:waiter
--- KEYS[7..] - every other key of the queue, deleted at the end
+-- KEYS[7] - :pressure:lease
+-- KEYS[8] - :pressure:consumers (their inbox and in-flight lists go too)
+-- KEYS[9..] - every other key of the queue, deleted at the end
 -- ARGV[1] - 'begin' or 'finish'
--- ARGV[2] - signal key prefix (:pressure:signal:), to wake the waiting consumer
+-- ARGV[2] - inbox key prefix (:pressure:inbox:), to wake the waiting consumer
+-- ARGV[3] - in-flight key prefix (:pressure:inflight:)
 -- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
 --        -10 waiting for the producer token, -11 waiting for the consumer token
 if ARGV[1] == 'begin' then
@@ -19,14 +22,17 @@ if ARGV[1] == 'begin' then
   redis.call('LPUSH', KEYS[3], 1, 1)
   local waiter = redis.call('GET', KEYS[6])
   if waiter then
-    redis.call('DEL', KEYS[6])
+    redis.call('DEL', KEYS[6], KEYS[7])
     if redis.call('LLEN', KEYS[5]) == 0 then redis.call('LPUSH', KEYS[5], 1) end
-    redis.call('LPUSH', ARGV[2] .. waiter, -4)
+    redis.call('LPUSH', ARGV[2] .. waiter, 's:')
   end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
   return -8
 end
 if redis.call('LLEN', KEYS[4]) == 0 then return -10 end
 if redis.call('LLEN', KEYS[5]) == 0 then return -11 end
+for _, id in ipairs(redis.call('HKEYS', KEYS[8])) do
+  redis.call('DEL', ARGV[2] .. id, ARGV[3] .. id)
+end
 redis.call('DEL', unpack(KEYS))
 return 1

@@ -1,9 +1,16 @@
 -- Get one item (protocol Get), or register as the consumer waiting for one.
--- A blocking caller sends this script and BRPOP <inbox> <signal> in one
--- pipeline: the item comes through its private inbox, either at once (put
--- there by this script) or later, from put.lua while it waits holding the
--- consumer role; any other outcome leaves a wake-up in <signal> so that the
--- BRPOP answers at once.
+-- Items reach a consumer as entries '<seq>:<deliveries>:<ms>:<payload>' (a
+-- delivery number, how many times the item has been delivered, the delivery
+-- time in ms, and the payload). A blocking caller sends this script and
+-- BLMOVE <inbox> <inflight> RIGHT LEFT in one pipeline: the entry comes
+-- through its private inbox, either at once (put there by this script) or
+-- later, from put.lua while it waits holding the consumer role. Any other
+-- outcome leaves the wake-up entry 's:' in the inbox so the BLMOVE answers at
+-- once. An entry stays in <inflight> until the consumer acknowledges it
+-- (ack.lua), so a reply lost on a dropped connection loses nothing. In the
+-- default mode (consumer record ending in '|d') a consumer's next get drops
+-- what its in-flight list holds: the client takes back, before that, any
+-- entry it never received (mode 'cancel').
 -- KEYS[1]  - the queue list
 -- KEYS[2]  - :bound
 -- KEYS[3]  - :consumer_free
@@ -12,23 +19,35 @@
 -- KEYS[6]  - :not_full
 -- KEYS[7]  - :stats:consumed_messages
 -- KEYS[8]  - :stats:consumed_bytes
--- KEYS[9]  - :pressure:waiter
--- KEYS[10] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[11] - this client's signal list (:pressure:signal:<id>)
+-- KEYS[9]  - :pressure:waiter (identifier of the waiting consumer)
+-- KEYS[10] - :pressure:lease (the waiter's identifier, expiring unless renewed)
+-- KEYS[11] - :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode', where ms is
+--            the visibility timeout (reliable, mode 'r') or lease (default, mode 'd'))
+-- KEYS[12] - :pressure:redeliveries (hash: sha1(payload) -> deliveries so far)
+-- KEYS[13] - :pressure:delivery_seq
+-- KEYS[14] - this client's inbox (:pressure:inbox:<id>)
+-- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
 -- ARGV[1] - client identifier
--- ARGV[2] - 'nowait': return the payload itself, never wait
+-- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
 --           'block': deliver to the inbox, or register as the waiter
---           'cancel': stop waiting (give the role back if still registered)
+--           'cancel': stop waiting; entries in <inflight> not named in
+--                     ARGV[6..] (never received) go back to the inbox
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
+-- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
+-- ARGV[5] - lease in ms for the waiter
+-- ARGV[6..] - ('cancel') delivery numbers the client has received and not acknowledged
 -- return
---   'nowait': the payload, or -2 (role held by another client while items
+--   'nowait': the entry, or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
---   'block':  1 (an item is in the inbox), -6 (registered as the waiter),
+--   'cancel': 1 if an item entry waits in the inbox, else -5
+--   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout)
---   'cancel': 1 if an item was delivered to the inbox meanwhile, else -5
 local me = ARGV[1]
 local mode = ARGV[2]
-local registered = redis.call('GET', KEYS[9]) == me
+local inbox, inflight = KEYS[14], KEYS[15]
+-- only a client holding the role can be the registered waiter
+local role_free = redis.call('LLEN', KEYS[3]) > 0
+local registered = not role_free and redis.call('GET', KEYS[9]) == me
 
 local function stop_waiting()
   if registered then
@@ -40,19 +59,59 @@ end
 
 local function wake(code)
   stop_waiting()
-  redis.call('DEL', KEYS[11])
-  redis.call('LPUSH', KEYS[11], code)
+  redis.call('LPUSH', inbox, 's:')
   return code
+end
+
+-- hand the oldest inbox entry over: in-flight until acknowledged
+local function take_from_inbox()
+  while true do
+    local entry = redis.call('RPOP', inbox)
+    if not entry then return false end
+    if string.sub(entry, 1, 2) ~= 's:' then
+      redis.call('LPUSH', inflight, entry)
+      return entry
+    end
+  end
+end
+
+local function upkeep(len, bound)
+  local permits = redis.call('LLEN', KEYS[6])
+  if bound == 0 or len < bound then
+    if permits ~= 1 then
+      if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
+    end
+  elseif permits > 0 then
+    redis.call('DEL', KEYS[6])
+  end
 end
 
 if mode == 'cancel' then
   stop_waiting()
-  if redis.call('LLEN', KEYS[10]) > 0 then return 1 end
+  local received = {}
+  for i = 6, #ARGV do received[ARGV[i]] = true end
+  local entries = redis.call('LRANGE', inflight, 0, -1)
+  for _, entry in ipairs(entries) do  -- newest first: the oldest ends up next out
+    local seq = string.match(entry, '^([^:]*):')
+    if seq == 's' or not received[seq] then
+      redis.call('LREM', inflight, 1, entry)
+      if seq ~= 's' then redis.call('RPUSH', inbox, entry) end
+    end
+  end
+  redis.call('LREM', inbox, 0, 's:')
+  if redis.call('LLEN', inbox) > 0 then return 1 end
   return -5
 end
--- an item delivered to us earlier (e.g. a reply lost on a dropped connection) comes first
-if redis.call('LLEN', KEYS[10]) > 0 then
-  if mode == 'nowait' then return redis.call('RPOP', KEYS[10]) end
+if string.sub(ARGV[4], -2) == '|d' then
+  redis.call('DEL', inflight)  -- received: acknowledged by this next get
+else
+  redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
+end
+-- an entry delivered to us earlier (e.g. before a reply was lost) comes first
+if mode == 'nowait' then
+  local entry = take_from_inbox()
+  if entry then return entry end
+elseif redis.call('LLEN', inbox) > 0 then
   return 1
 end
 local raw = redis.call('GET', KEYS[2])
@@ -70,7 +129,7 @@ if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
   return wake(-3)
 end
 if ARGV[3] == '1' then return wake(-7) end
-if not registered and redis.call('LLEN', KEYS[3]) == 0 then
+if not registered and not role_free then
   if mode == 'nowait' then
     if len == 0 then return -5 end
     return -2
@@ -78,28 +137,39 @@ if not registered and redis.call('LLEN', KEYS[3]) == 0 then
   return wake(-2)
 end
 if redis.call('GET', KEYS[4]) ~= me then redis.call('SET', KEYS[4], me) end
-local permits = redis.call('LLEN', KEYS[6])
+if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
   local item = redis.call('RPOP', KEYS[1])
   len = len - 1
   redis.call('INCR', KEYS[7])
   redis.call('INCRBY', KEYS[8], #item)
-  if (bound == 0 or len < bound) and permits ~= 1 then
-    if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
-  end
+  upkeep(len, bound)
   stop_waiting()
-  if mode == 'nowait' then return item end
-  redis.call('LPUSH', KEYS[10], item)
+  local deliveries = 1
+  if redis.call('EXISTS', KEYS[12]) == 1 then
+    local digest = redis.sha1hex(item)
+    deliveries = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
+    redis.call('HDEL', KEYS[12], digest)
+  end
+  local now = redis.call('TIME')
+  local entry = redis.call('INCR', KEYS[13]) .. ':' .. deliveries .. ':'
+      .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. item
+  if mode == 'nowait' then
+    redis.call('LPUSH', inflight, entry)
+    return entry
+  end
+  redis.call('LPUSH', inbox, entry)
   return 1
 end
-if permits ~= 1 then
-  if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
-end
+upkeep(0, bound)
 if mode == 'nowait' then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then
   redis.call('RPOP', KEYS[3])
   redis.call('SET', KEYS[9], me)
 end
-redis.call('DEL', KEYS[11])
+-- the lease names the waiter; renewed when it is someone else's or half gone
+if redis.call('GET', KEYS[10]) ~= me or redis.call('PTTL', KEYS[10]) * 2 < tonumber(ARGV[5]) then
+  redis.call('SET', KEYS[10], me, 'PX', ARGV[5])
+end
 return -6

@@ -16,13 +16,18 @@
 -- KEYS[10] - :stats:consumed_messages
 -- KEYS[11] - :stats:consumed_bytes
 -- KEYS[12] - :pressure:waiter (identifier of the waiting consumer)
+-- KEYS[13] - :pressure:lease (names the waiter while its lease runs: no lease, no hand-off)
+-- KEYS[14] - :pressure:redeliveries (hash: sha1(payload) -> deliveries so far)
+-- KEYS[15] - :pressure:delivery_seq
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
 -- ARGV[4] - '1' if the caller took a :not_full element while waiting (it is
 --           given back when another client holds the producer role)
 -- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
---           prefix followed by its identifier (same hash slot as the queue)
+--           prefix followed by its identifier (same hash slot as the queue).
+--           The entry handed over is '<seq>:<deliveries>:<ms>:<payload>',
+--           as get.lua makes it
 -- return the queue length after the put (>= 0) on success, or
 --   -1 full, nothing pushed
 --   -2 the producer role is held by another client and the queue is not full
@@ -61,14 +66,22 @@ end
 redis.call('INCR', KEYS[7])
 redis.call('INCRBY', KEYS[8], #ARGV[2])
 local waiter = redis.call('GET', KEYS[12])
-if waiter then
+if waiter and redis.call('GET', KEYS[13]) == waiter then
   local item = ARGV[2]
+  local deliveries = 1
   if len > 0 then
-    -- items a plain spec producer pushed while the consumer waited go first
+    -- items a plain spec producer (or a requeue) left while the consumer waited go first
     item = redis.call('RPOP', KEYS[1])
     redis.call('LPUSH', KEYS[1], ARGV[2])
+    if redis.call('EXISTS', KEYS[14]) == 1 then
+      local digest = redis.sha1hex(item)
+      deliveries = 1 + tonumber(redis.call('HGET', KEYS[14], digest) or '0')
+      redis.call('HDEL', KEYS[14], digest)
+    end
   end
-  redis.call('LPUSH', ARGV[5] .. waiter, item)
+  local now = redis.call('TIME')
+  redis.call('LPUSH', ARGV[5] .. waiter, redis.call('INCR', KEYS[15]) .. ':' .. deliveries .. ':'
+      .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. item)
   redis.call('INCR', KEYS[10])
   redis.call('INCRBY', KEYS[11], #item)
   redis.call('DEL', KEYS[12])

@@ -1,0 +1,31 @@
+-- Acknowledge a delivery: remove its entry from the consumer's in-flight
+-- list. Idempotent: acknowledging twice, or an entry already requeued, is 0.
+-- With task_done, also mark one task done (see task_done.lua), atomically.
+-- KEYS[1] - :bound
+-- KEYS[2] - :stats:produced_messages
+-- KEYS[3] - :pressure:tasks_done
+-- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
+-- KEYS[5] - the consumer's in-flight list (:pressure:inflight:<id>)
+-- ARGV[1] - delivery number ('s' removes one wake-up entry)
+-- ARGV[2] - '1' to also mark a task done
+-- return {acked (1/0), unfinished left or -1 (task_done called too many
+-- times) or -4 (no queue) or 0 without task_done}
+local acked = 0
+local prefix = ARGV[1] .. ':'
+for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+  if string.sub(entry, 1, #prefix) == prefix then
+    redis.call('LREM', KEYS[5], 1, entry)
+    acked = 1
+    break
+  end
+end
+if ARGV[2] ~= '1' then return {acked, 0} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {acked, -4} end
+local produced = tonumber(redis.call('GET', KEYS[2]) or '0')
+local done = tonumber(redis.call('GET', KEYS[3]) or '0')
+if done >= produced then return {acked, -1} end
+done = redis.call('INCR', KEYS[3])
+if done >= produced then
+  redis.call('XADD', KEYS[4], 'MAXLEN', 1, '*', 'done', done)
+end
+return {acked, produced - done}

@@ -1,0 +1,30 @@
+-- Move dead letters back to the head of the queue, oldest first, with a fresh
+-- delivery count (they count as not consumed again).
+-- KEYS[1] - :pressure:dead (entries '<seq>:<deliveries>:<ms>:<payload>', newest first)
+-- KEYS[2] - the queue list
+-- KEYS[3] - :stats:consumed_messages
+-- KEYS[4] - :stats:consumed_bytes
+-- KEYS[5] - :bound
+-- KEYS[6] - :not_full
+-- ARGV[1] - how many to move (-1 = all)
+-- return how many moved
+local n = tonumber(ARGV[1])
+local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+if n < 0 or n > #entries then n = #entries end
+-- the oldest n are at the right end; push the newest of them first so the oldest is next out
+for i = #entries - n + 1, #entries do
+  local payload = string.match(entries[i], '^[^:]*:[^:]*:[^:]*:(.*)$') or entries[i]
+  redis.call('RPUSH', KEYS[2], payload)
+  redis.call('DECR', KEYS[3])
+  redis.call('DECRBY', KEYS[4], #payload)
+end
+if n > 0 then redis.call('LTRIM', KEYS[1], 0, #entries - n - 1) end
+local bound = tonumber(redis.call('GET', KEYS[5]) or '')
+if bound then
+  if bound == 0 or redis.call('LLEN', KEYS[2]) < bound then
+    if redis.call('LLEN', KEYS[6]) == 0 then redis.call('LPUSH', KEYS[6], 1) end
+  else
+    redis.call('DEL', KEYS[6])
+  end
+end
+return n

@@ -1,0 +1,137 @@
+-- Return delivered items to the head of the queue, oldest first, or to the
+-- dead-letter list once delivered max_deliveries times. Three uses:
+--   'release': one delivery its consumer gives back (ARGV[6] = its number)
+--   'recover': everything a dead consumer holds - its inbox, its in-flight
+--              list, and the consumer role if it was the waiter - only if
+--              its record is still ARGV[6] (the same incarnation)
+--   'sweep':   at most once per ARGV[7] ms across all clients: entries older
+--              than their consumer's visibility timeout or lease, and the
+--              role of a waiter whose lease expired
+-- Inbox entries were never received, so they are always requeued. In-flight
+-- entries of a default-mode consumer (record ending in '|d') were received,
+-- and are dropped; a reliable consumer's (mode 'r') are requeued.
+-- A requeued item leaves :stats:consumed_* (it is back in the list) and its
+-- delivery count is kept in :pressure:redeliveries under sha1(payload).
+-- KEYS[1]  - the queue list
+-- KEYS[2]  - :stats:consumed_messages
+-- KEYS[3]  - :stats:consumed_bytes
+-- KEYS[4]  - :consumer_free
+-- KEYS[5]  - :pressure:waiter
+-- KEYS[6]  - :pressure:lease
+-- KEYS[7]  - :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode')
+-- KEYS[8]  - :pressure:redeliveries
+-- KEYS[9]  - :pressure:dead (dead-letter list of entries)
+-- KEYS[10] - :pressure:sweep (rate limit of 'sweep')
+-- KEYS[11] - :bound
+-- KEYS[12] - :not_full
+-- ARGV[1] - 'release', 'recover' or 'sweep'
+-- ARGV[2] - inbox key prefix (:pressure:inbox:)
+-- ARGV[3] - in-flight key prefix (:pressure:inflight:)
+-- ARGV[4] - max deliveries before dead-lettering (0 = never)
+-- ARGV[5] - consumer identifier ('release', 'recover')
+-- ARGV[6] - delivery number ('release') or the consumer's record ('recover')
+-- ARGV[7] - sweep interval in ms ('sweep')
+-- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
+-- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
+-- adds the consumers hash as a flat list so the caller can check pids
+local max_deliveries = tonumber(ARGV[4])
+local requeued, dead = 0, 0
+
+local function requeue(entry)
+  local seq, deliveries, ms, payload = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
+  if not seq or seq == 's' then return end
+  deliveries = tonumber(deliveries) or 1
+  if max_deliveries > 0 and deliveries >= max_deliveries then
+    redis.call('LPUSH', KEYS[9], entry)
+    dead = dead + 1
+    return
+  end
+  redis.call('RPUSH', KEYS[1], payload)
+  redis.call('DECR', KEYS[2])
+  redis.call('DECRBY', KEYS[3], #payload)
+  local digest = redis.sha1hex(payload)
+  local known = tonumber(redis.call('HGET', KEYS[8], digest) or '0')
+  if deliveries > known then redis.call('HSET', KEYS[8], digest, deliveries) end
+  requeued = requeued + 1
+end
+
+-- entries come newest first; pushing each to the head leaves the oldest next out
+local function requeue_all(key)
+  for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do requeue(entry) end
+  redis.call('DEL', key)
+end
+
+local function recover(id)
+  if redis.call('GET', KEYS[5]) == id then
+    redis.call('DEL', KEYS[5])
+    if redis.call('LLEN', KEYS[4]) == 0 then redis.call('LPUSH', KEYS[4], 1) end
+  end
+  if redis.call('GET', KEYS[6]) == id then redis.call('DEL', KEYS[6]) end
+  requeue_all(ARGV[2] .. id)
+  if string.sub(redis.call('HGET', KEYS[7], id) or '', -2) == '|d' then
+    redis.call('DEL', ARGV[3] .. id)
+  else
+    requeue_all(ARGV[3] .. id)
+  end
+  redis.call('HDEL', KEYS[7], id)
+end
+
+local function upkeep()
+  local bound = tonumber(redis.call('GET', KEYS[11]) or '')
+  if not bound then return end
+  local len = redis.call('LLEN', KEYS[1])
+  if bound == 0 or len < bound then
+    if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
+  else
+    redis.call('DEL', KEYS[12])
+  end
+end
+
+local mode = ARGV[1]
+if mode == 'release' then
+  local key = ARGV[3] .. ARGV[5]
+  local prefix = ARGV[6] .. ':'
+  for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    if string.sub(entry, 1, #prefix) == prefix then
+      redis.call('LREM', key, 1, entry)
+      requeue(entry)
+      break
+    end
+  end
+elseif mode == 'recover' then
+  if redis.call('HGET', KEYS[7], ARGV[5]) ~= ARGV[6] then return {-1, 0} end
+  recover(ARGV[5])
+else
+  if redis.call('EXISTS', KEYS[11]) == 0 then return {-1, 0} end  -- no queue (deleted)
+  if not redis.call('SET', KEYS[10], 1, 'NX', 'PX', ARGV[7]) then return {-1, 0} end
+  local waiter = redis.call('GET', KEYS[5])
+  if waiter and redis.call('GET', KEYS[6]) ~= waiter then recover(waiter) end
+  local now = redis.call('TIME')
+  now = now[1] * 1000 + math.floor(now[2] / 1000)
+  local consumers = redis.call('HGETALL', KEYS[7])
+  for i = 1, #consumers, 2 do
+    local id = consumers[i]
+    local visibility, kind = string.match(consumers[i + 1], '([^|]*)|([^|]*)$')
+    visibility = tonumber(visibility) or 0
+    local empty = true
+    for _, key in ipairs({ARGV[2] .. id, ARGV[3] .. id}) do
+      local received = kind == 'd' and key == ARGV[3] .. id
+      for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+        local ms = tonumber(string.match(entry, '^[^:]*:[^:]*:([^:]*):'))
+        if visibility > 0 and ms and ms + visibility <= now then
+          redis.call('LREM', key, 1, entry)
+          if not received then requeue(entry) end
+        elseif ms then
+          empty = false
+        end
+      end
+    end
+    if empty and redis.call('GET', KEYS[5]) ~= id then redis.call('HDEL', KEYS[7], id) end
+  end
+  upkeep()
+  local result = {requeued, dead}
+  for _, v in ipairs(redis.call('HGETALL', KEYS[7])) do table.insert(result, v) end
+  return result
+end
+upkeep()
+return {requeued, dead}
