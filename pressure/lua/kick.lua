@@ -18,7 +18,11 @@ for i = #entries - n + 1, #entries do
   redis.call('DECR', KEYS[3])
   redis.call('DECRBY', KEYS[4], #payload)
 end
-if n > 0 then redis.call('LTRIM', KEYS[1], 0, #entries - n - 1) end
+if n >= #entries then
+  redis.call('DEL', KEYS[1])
+elseif n > 0 then
+  redis.call('LTRIM', KEYS[1], 0, #entries - n - 1)
+end
 local bound = tonumber(redis.call('GET', KEYS[5]) or '')
 if bound then
   if bound == 0 or redis.call('LLEN', KEYS[2]) < bound then

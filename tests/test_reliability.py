@@ -1,0 +1,302 @@
+"""Crash recovery, acknowledged gets, dead letters, inspection and repair."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+
+from .helpers import assert_invariants
+
+
+def _wait_for(predicate: Any, limit: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _blocked_get(q: pressure.Queue[Any]) -> None:
+    q.get()  # waits on the empty queue as the registered waiter, until killed
+
+
+def _receive_and_hang(q: pressure.Queue[Any], ready: Any) -> None:
+    q.get()  # reliable mode: in flight until task_done, which never comes
+    ready.set()
+    time.sleep(60)
+
+
+# -- role-token recovery -------------------------------------------------------------
+
+def test_consumer_killed_while_waiting_is_recovered_within_a_second(make_queue: Any, r: redis.Redis) -> None:
+    """Spec failure F1: a consumer SIGKILLed while blocked on an empty queue held the
+    consumer role forever. Now the next consumer on this host takes it back."""
+    q = make_queue("f1")
+    child = multiprocessing.get_context("fork").Process(target=_blocked_get, args=(q,))
+    child.start()
+    _wait_for(lambda: r.exists(q.keys.waiter), what="the child to wait")
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    assert r.llen(q.keys.consumer_free) == 0  # the dead process still holds the role
+    q.put("after the crash")
+    start = time.monotonic()
+    assert q.get(timeout=10) == "after the crash"  # possibly via the dead consumer's inbox
+    assert time.monotonic() - start < 3
+    assert_invariants(r, q)
+    assert q.statistics().consumed_messages == 1
+
+
+def test_waiter_on_another_host_is_recovered_when_its_lease_expires(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("lease", lease=1.0)
+    k = q.keys
+    ghost = "elsewhere:1:1"
+    # a consumer on another host registers as the waiter (as get.lua does), then vanishes
+    status = q._backend.script(q._get_command, (k.inbox(ghost), k.inflight(ghost), ghost, "block", "0",
+                                                "elsewhere|1|1.0|1000|d", 1000))
+    assert status == -6 and r.get(k.waiter) == ghost.encode()
+    start = time.monotonic()
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=15)))
+    t.start()
+    time.sleep(0.2)
+    q.put("x")  # the lease still runs: handed to the ghost's inbox ...
+    t.join(15)
+    elapsed = time.monotonic() - start
+    assert got == ["x"]  # ... and taken back from it once the lease expired
+    assert 0.9 < elapsed < 4, elapsed
+    assert not r.exists(k.inbox(ghost)) and r.hget(k.consumers, ghost) is None
+    assert_invariants(r, q)
+
+
+def test_dead_plain_spec_producer_gets_its_token_back(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("spec-dead", 1)
+    k = q.keys
+    dead_pid = 2**22 + 12345  # above pid_max: never a live process
+    r.rpop(k.producer_free)  # a spec producer took the role ...
+    r.set(k.producer, f"{os.uname().nodename}:{dead_pid}:1")  # ... and died
+    start = time.monotonic()
+    q.put("through", timeout=10)
+    assert time.monotonic() - start < 3
+    assert q.get_nowait() == "through"
+    assert_invariants(r, q)
+
+
+def test_live_holder_is_never_taken_over(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("alive")
+    outcome: list[str] = []
+
+    def wait() -> None:
+        try:
+            q.get(timeout=3)
+        except pressure.Empty:
+            outcome.append("empty")
+
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    _wait_for(lambda: r.exists(q.keys.waiter), what="the waiter")
+    with pytest.raises(pressure.Empty):
+        make_queue("alive").get(timeout=0.5)  # waits for the live waiter, takes nothing over
+    assert r.exists(q.keys.waiter)
+    waiting.join(10)
+    assert outcome == ["empty"]
+    assert_invariants(r, q)
+
+
+def test_delete_recovers_a_dead_waiter(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("del-dead")
+    child = multiprocessing.get_context("fork").Process(target=_blocked_get, args=(q,))
+    child.start()
+    _wait_for(lambda: r.exists(q.keys.waiter), what="the child to wait")
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    q.delete()  # wakes the waiter; never waits on a dead one
+    assert r.keys(f"{q.prefix}:*") == []
+
+
+def test_repair_resets_tokens_to_the_invariants(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("repair", 2)
+    q.put(1)
+    k = q.keys
+    r.delete(k.producer_free)
+    r.lpush(k.consumer_free, 1, 1)
+    r.delete(k.not_full)
+    report = q.repair()
+    assert report.reset == {"producer_free": "0", "consumer_free": "3", "not_full": "0"}
+    assert_invariants(r, q)
+    assert q.repair().reset == {}  # nothing left to do
+    q.put(2)
+    assert [q.get(), q.get()] == [1, 2]
+
+
+# -- lost replies ----------------------------------------------------------------------
+
+def test_reply_lost_after_delivery_loses_nothing(make_queue: Any, r: redis.Redis, monkeypatch: Any) -> None:
+    """The connection drops after the server moved an item to the consumer but before the
+    reply arrives: the item stays in Redis and the next get returns it."""
+    q = make_queue("lost-reply", serializer="bytes")
+    q.put(b"precious")
+    conn = q._backend.thread_connection()
+    real_read = conn.read_response
+    calls = {"n": 0}
+
+    def drop_second_reply(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        reply = real_read(*args, **kwargs)
+        if calls["n"] == 2:  # the BLMOVE reply carrying the item: the server did its part
+            conn.disconnect()
+            raise redis.ConnectionError("connection dropped (injected)")
+        return reply
+
+    monkeypatch.setattr(conn, "read_response", drop_second_reply)
+    with pytest.raises(pressure.BackendError):
+        q.get(timeout=5)
+    monkeypatch.setattr(conn, "read_response", real_read)
+    assert q.get(timeout=5) == b"precious"
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages) == (1, 1)
+    assert_invariants(r, q)
+
+
+# -- reliable mode ---------------------------------------------------------------------
+
+def test_reliable_item_stays_in_flight_until_task_done(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("rel", reliable=True)
+    q.put("job")
+    assert q.get() == "job"
+    [flight] = q.in_flight()
+    assert (flight.consumer, flight.deliveries) == (q.client_id, 1) and flight.age < 5
+    assert q.qsize() == 0
+    q.task_done()
+    assert q.in_flight() == [] and q.unfinished_tasks == 0
+
+
+def test_reliable_consumer_killed_mid_task_redelivers_with_a_count(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("rel-kill", reliable=True)
+    q.put("task")
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    child = ctx.Process(target=_receive_and_hang, args=(q, ready))
+    child.start()
+    assert ready.wait(10)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    delivery = q.receive(timeout=10)  # the dead consumer is found by the sweep on this host
+    assert (delivery.item, delivery.deliveries) == ("task", 2)
+    assert delivery.ack()
+    assert q.in_flight() == []
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages, s.size) == (1, 1, 0)
+    assert_invariants(r, q)
+
+
+def test_visibility_timeout_returns_items_in_their_original_order(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("vis", reliable=True, visibility_timeout=0.3)
+    for i in range(3):
+        q.put(i)
+    q.put("tail")
+    slow = make_queue("vis", reliable=True, visibility_timeout=0.3, client_id="slow-consumer")
+    assert [slow.get(), slow.get(), slow.get()] == [0, 1, 2]  # never acknowledged
+    time.sleep(1.5)
+    other = make_queue("vis", reliable=True)
+    got = [other.receive(timeout=5) for _ in range(4)]
+    assert [(d.item, d.deliveries) for d in got] == [(0, 2), (1, 2), (2, 2), ("tail", 1)]
+    assert {f.consumer for f in other.in_flight()} == {other.client_id}  # nothing left with "slow"
+    assert_invariants(r, q)
+
+
+def test_out_of_order_ack_and_release(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ooo", reliable=True)
+    for item in "abc":
+        q.put(item)
+    a, b, c = (q.receive() for _ in range(3))
+    assert b.ack() and not b.ack()  # idempotent
+    assert a.release()  # back to the head of the queue
+    assert c.ack()
+    again = q.receive()
+    assert (again.item, again.deliveries) == ("a", 2)
+    again.ack()
+    assert q.in_flight() == [] and q.qsize() == 0
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages) == (3, 3)
+
+
+def test_poison_item_goes_to_the_dead_letter_list(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("poison", reliable=True, max_deliveries=3)
+    q.put("poison")
+    q.put("fine")
+    for attempt in (1, 2, 3):
+        d = q.receive()
+        assert (d.item, d.deliveries) == ("poison", attempt)
+        d.release()
+    d = q.receive()
+    assert d.item == "fine"  # the poison item did not loop forever
+    d.ack()
+    [dead] = q.dead_letters()
+    assert dead.deliveries == 3 and q._serializer.loads(dead.payload) == "poison"
+    assert q.kick() == 1 and q.dead_letters() == [] and not r.exists(q.keys.dead)
+    d = q.receive()
+    assert (d.item, d.deliveries) == ("poison", 1)  # a fresh count after a kick
+    d.release()
+    q.receive().release()
+    q.receive().release()
+    assert len(q.dead_letters()) == 1 and q.purge_dead() == 1 and q.dead_letters() == []
+
+
+def test_undeserializable_payload_goes_to_the_dead_letter_list(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("garbage")
+    make_queue("garbage", serializer="bytes").put(b"\x80not a pickle")
+    q.put("next")
+    with pytest.raises(pressure.DeserializationError) as info:
+        q.get()
+    assert info.value.payload == b"\x80not a pickle"
+    assert q.get() == "next"
+    [dead] = q.dead_letters()
+    assert dead.payload == b"\x80not a pickle"
+    assert_invariants(r, q)
+
+
+def test_peek_does_not_consume(make_queue: Any) -> None:
+    q = make_queue("peek")
+    for i in range(5):
+        q.put(i)
+    assert q.peek(3) == [0, 1, 2] and q.peek() == [0] and q.qsize() == 5
+    assert q.peek(10) == [0, 1, 2, 3, 4]
+
+
+def test_reliable_mode_keeps_the_spec_keys_consistent(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("consistent", 2, reliable=True)
+    q.put(1)
+    q.put(2)
+    assert q.full() and r.llen(q.keys.not_full) == 0
+    d = q.receive()
+    assert r.llen(q.keys.base) == 1 and r.llen(q.keys.not_full) == 1  # room again for spec producers
+    d.release()
+    assert r.llen(q.keys.base) == 2 and r.llen(q.keys.not_full) == 0
+    s = q.statistics()
+    assert s.produced_messages - s.consumed_messages == s.size == 2
+    assert_invariants(r, q)
+
+
+def test_kick_some_dead_letters_oldest_first(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("kick", reliable=True, max_deliveries=1)
+    for item in ("first", "second", "third"):
+        q.put(item)
+        q.receive().release()  # one delivery is the limit: straight to the dead letters
+    assert [q._serializer.loads(d.payload) for d in q.dead_letters()] == ["first", "second", "third"]
+    q.put("queued")
+    assert q.kick(2) == 2
+    assert [q._serializer.loads(d.payload) for d in q.dead_letters()] == ["third"]
+    assert q.peek(3) == ["first", "second", "queued"]  # kicked to the head, oldest next out
+    s = q.statistics()
+    assert s.produced_messages - s.consumed_messages == s.size == 3
+    assert_invariants(r, q)
