@@ -231,6 +231,8 @@ class QueueStatistics:
     discarded_messages: int
     #: Items put and not yet marked done with ``task_done()``.
     unfinished_tasks: int
+    #: Items in the dead-letter list.
+    dead_letters: int
     #: Identifier of the client that last took the producer role.
     producer: str | None
     #: Identifier of the client that last took the consumer role.
@@ -924,7 +926,8 @@ class Queue(Generic[T]):
                   k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
         pipe.llen(k.base)
         pipe.exists(k.closed)
-        values, length, closed = self._backend.call("statistics", pipe.execute)
+        pipe.llen(k.dead)
+        values, length, closed, dead = self._backend.call("statistics", pipe.execute)
         bound_raw, *counters, producer, consumer = values
         if bound_raw is None:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -932,7 +935,7 @@ class Queue(Generic[T]):
         return QueueStatistics(
             name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0),
+            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
             producer=None if producer is None else producer.decode(errors="replace"),
             consumer=None if consumer is None else consumer.decode(errors="replace"),
         )
