@@ -319,6 +319,8 @@ class Backend:
                 raise ProtocolError(f"{what} on {where}: {text}") from exc
             raise BackendError(f"{what} on {where} failed: {text}") from exc
         text = str(exc)
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            self._loaded.clear()  # a restarted or failed-over server has no scripts loaded
         never_sent = "connecting to" in text or "connect" in text.lower() and "refused" in text.lower()
         if mutating and not never_sent and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             raise OutcomeUnknown(

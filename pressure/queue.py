@@ -122,12 +122,13 @@ def _maxsize_value(maxsize: Any) -> int:
     return max(int(value), 0)
 
 
-def _seconds(name: str, value: Any) -> float:
+def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+    if not math.isfinite(seconds) or seconds <= 0 or seconds < minimum:
+        least = f" of at least {minimum:g}" if minimum else ""
+        raise ValueError(f"{name} must be a positive, finite number of seconds{least}, not {value!r}")
     return seconds
 
 
@@ -288,7 +289,7 @@ class Queue(Generic[T]):
         options = {
             "reliable": bool(reliable),
             "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
-            "lease": _seconds("lease", lease),
+            "lease": _seconds("lease", lease, minimum=1.0),
             "max_deliveries": self._check_max_deliveries(max_deliveries),
         }
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
@@ -316,6 +317,8 @@ class Queue(Generic[T]):
         self._record: tuple[int, str] = (-1, "")
         self._last_sweep = 0.0
         self._suspects: dict[str, tuple[str, float]] = {}
+        # this handle's own consumer lists: two handles in one thread never share them
+        self._token = uuid.uuid4().hex[:8]
         self._name = name
         self._prefix = prefix
         self._serializer_spec = serializer
@@ -338,7 +341,7 @@ class Queue(Generic[T]):
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         # the hot paths send pre-encoded commands: see PackedScript
         self._put_command = PackedScript("put", self._put_keys, 0, 5)
-        self._get_command = PackedScript("get", self._get_keys, 2, 5)
+        self._get_command = PackedScript("get", self._get_keys, 2, 6)
         self._ack_command = PackedScript("ack", self._task_keys, 1, 2)
 
     # -- identity and configuration -------------------------------------------------
@@ -542,7 +545,7 @@ class Queue(Generic[T]):
         wait = _timeout_value(timeout) if block else None
         if self._pending_cancel:
             self._retry_cancels()
-        cid = self.client_id
+        cid = self._consumer_id()
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()
         entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
@@ -557,6 +560,14 @@ class Queue(Generic[T]):
         # default mode: received is acknowledged (this consumer's next get drops it)
         self._last_received[cid] = seq
         return Delivery(item, seq, deliveries, ms / 1000, cid, self)
+
+    def _consumer_id(self) -> str:
+        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
+        return f"{self.client_id}#{self._token}"
+
+    def _slice(self) -> float:
+        """One wait: a third of the lease at most, so a live waiter always renews it in time."""
+        return min(self._backend.slice, self._lease_ms / 3000)
 
     def _consumer_record(self) -> str:
         """'host|pid|start|ms|mode' of this process, for :pressure:consumers: the
@@ -577,11 +588,11 @@ class Queue(Generic[T]):
         command = self._get_command
         record = self._consumer_record()
         tail = [inbox, inflight, cid, "block", "1" if wait is not None and wait < 0 else "0",
-                record, self._lease_ms]
+                record, self._lease_ms, self.client_id]
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
         try:
             status, reply = backend.script_then_blmove(
-                command, tail, inbox, inflight, _wait_time(backend.slice, deadline))
+                command, tail, inbox, inflight, _wait_time(self._slice(), deadline))
             tail[4] = "0"
             while True:
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
@@ -611,15 +622,17 @@ class Queue(Generic[T]):
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
                 status, reply = backend.script_then_blmove(
-                    command, tail, inbox, inflight, _wait_time(backend.slice, deadline))
-        except BaseException:
+                    command, tail, inbox, inflight, _wait_time(self._slice(), deadline))
+        except BaseException as exc:
             if maybe_waiting:
-                self._cancel_after_error(cid)
+                # an unresponsive server: do not wait out another socket timeout now
+                timed_out = isinstance(exc, BackendError) and isinstance(exc.__cause__, redis.TimeoutError)
+                self._cancel_after_error(cid, now=not timed_out)
             raise
 
     def _get_nowait(self, cid: str) -> bytes:
         tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "nowait", "0",
-                self._consumer_record(), self._lease_ms)
+                self._consumer_record(), self._lease_ms, self.client_id)
         backend = self._backend
         busy_deadline = time.monotonic() + backend.slice
         try:
@@ -650,8 +663,9 @@ class Queue(Generic[T]):
         else:
             received = [self._last_received[cid]] if cid in self._last_received else []
         keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid))
+        client_id = cid.rpartition("#")[0]
         return self._backend.run("get", keys, (cid, "cancel", "0", self._consumer_record(),
-                                               self._lease_ms, *received))
+                                               self._lease_ms, client_id, *received))
 
     def _cancel_wait(self, cid: str) -> bytes:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
@@ -659,15 +673,18 @@ class Queue(Generic[T]):
             return self._get_nowait(cid)  # served from our inbox first
         raise Empty(f"queue {self._name!r} is empty")
 
-    def _cancel_after_error(self, cid: str) -> None:
+    def _cancel_after_error(self, cid: str, now: bool = True) -> None:
         """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
 
         An item delivered meanwhile stays in this client's inbox: its next get returns it.
         """
-        try:
-            self._cancel(cid)
-        except BackendError:
-            self._pending_cancel.append(cid)
+        if now:
+            try:
+                self._cancel(cid)
+                return
+            except BackendError:
+                pass
+        self._pending_cancel.append(cid)
 
     def _retry_cancels(self) -> None:
         while self._pending_cancel:
@@ -738,14 +755,15 @@ class Queue(Generic[T]):
         pipe.get(k.waiter)
         pipe.hgetall(k.consumers)
         waiter, records = self._backend.call("read the waiter", pipe.execute)
-        if waiter is not None:
-            record = records.get(waiter)
-            if record is not None:
-                self._recover_if_dead(waiter.decode(errors="replace"), record.decode(errors="replace"))
-            elif time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-                self._sweep()
-        else:
+        if waiter is None:
             self._recover_spec_holder(k.consumer_free, k.consumer)
+            return
+        record = records.get(waiter)
+        if record is not None and self._recover_if_dead(waiter.decode(errors="replace"),
+                                                        record.decode(errors="replace")):
+            return
+        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+            self._sweep()  # a waiter elsewhere whose lease expired
 
     def _recover_spec_holder(self, free_key: str, role_key: str) -> None:
         """A role held by a plain spec client: if its identifier names a process on this host
@@ -956,7 +974,7 @@ class Queue(Generic[T]):
             self._ack(self._unacked[0], task_done=True)  # acknowledges the oldest delivery
             return
         _, unfinished = self._backend.run(
-            "ack", (*self._task_keys, self._keys.inflight(self.client_id)), ("-", "1"))
+            "ack", (*self._task_keys, self._keys.inflight(self._consumer_id())), ("-", "1"))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:

@@ -79,3 +79,24 @@ def blocks_raising(call: Callable[[], Any], trigger: Callable[[], Any], exc: typ
     blocks(wrapped, trigger, delay)
     assert caught, f"{exc.__name__} was not raised"
     return caught[0]
+
+
+def register_waiter(q: pressure.Queue[Any], consumer: str, record: str, lease_ms: int) -> Any:
+    """Register ``consumer`` as the waiter exactly as a blocking get does (get.lua 'block'),
+    with a crafted consumer record such as 'otherhost|1|1.0|10000|d', and return the status.
+    Stands in for a consumer on another host, or one that vanishes before its BLMOVE."""
+    k = q.keys
+    return q._backend.script(q._get_command, (k.inbox(consumer), k.inflight(consumer), consumer,
+                                              "block", "0", record, lease_ms, consumer))
+
+
+def consumer_keys(r: redis.Redis, q: pressure.Queue[Any], client_id: str, kind: str) -> list[bytes]:
+    """The inbox or in-flight lists ('inbox' / 'inflight') of every handle of ``client_id``:
+    each handle names its own as '<client id>#<token>'."""
+    prefix = q.keys.inbox_prefix if kind == "inbox" else q.keys.inflight_prefix
+    return sorted(r.scan_iter(match=f"{prefix}{client_id}#*"))
+
+
+def is_waiter(r: redis.Redis, q: pressure.Queue[Any], client_id: str) -> bool:
+    """Whether a handle of ``client_id`` is the registered waiter."""
+    return (r.get(q.keys.waiter) or b"").startswith(f"{client_id}#".encode())

@@ -14,7 +14,7 @@ import redis
 
 import pressure
 
-from .helpers import assert_invariants, snapshot
+from .helpers import assert_invariants, register_waiter, snapshot
 
 SPEC_SUFFIXES = ["", ":bound", ":producer", ":consumer", ":producer_free", ":consumer_free",
                  ":stats:produced_messages", ":stats:produced_bytes", ":stats:consumed_messages",
@@ -317,12 +317,11 @@ def test_an_item_delivered_but_never_read_is_returned_by_the_next_get(make_queue
     q = make_queue("inbox", serializer="bytes", client_id="consumer-1")
     k = q.keys
     # register as the waiter the way a blocking get does, then vanish before the BLMOVE
-    status = q._backend.script(q._get_command, (k.inbox("consumer-1"), k.inflight("consumer-1"),
-                                                "consumer-1", "block", "0", q._consumer_record(), 10000))
-    assert status == -6
+    me = q._consumer_id()
+    assert register_waiter(q, me, q._consumer_record(), 10000) == -6
     make_queue("inbox", serializer="bytes").put(b"handed off")
-    [entry] = r.lrange(k.inbox("consumer-1"), 0, -1)
+    [entry] = r.lrange(k.inbox(me), 0, -1)
     assert entry.endswith(b":handed off")
     assert q.get_nowait() == b"handed off"
-    assert r.llen(k.inbox("consumer-1")) == 0
+    assert r.llen(k.inbox(me)) == 0
     assert_invariants(r, q)

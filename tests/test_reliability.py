@@ -14,7 +14,7 @@ import redis
 
 import pressure
 
-from .helpers import assert_invariants
+from .helpers import assert_invariants, register_waiter
 
 
 def _wait_for(predicate: Any, limit: float = 10.0, what: str = "condition") -> None:
@@ -59,8 +59,7 @@ def test_waiter_on_another_host_is_recovered_when_its_lease_expires(make_queue: 
     k = q.keys
     ghost = "elsewhere:1:1"
     # a consumer on another host registers as the waiter (as get.lua does), then vanishes
-    status = q._backend.script(q._get_command, (k.inbox(ghost), k.inflight(ghost), ghost, "block", "0",
-                                                "elsewhere|1|1.0|1000|d", 1000))
+    status = register_waiter(q, ghost, "elsewhere|1|1.0|1000|d", 1000)
     assert status == -6 and r.get(k.waiter) == ghost.encode()
     start = time.monotonic()
     got: list[Any] = []

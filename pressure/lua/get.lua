@@ -27,7 +27,8 @@
 -- KEYS[13] - :pressure:delivery_seq
 -- KEYS[14] - this client's inbox (:pressure:inbox:<id>)
 -- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
--- ARGV[1] - client identifier
+-- ARGV[1] - consumer identifier: the client identifier and the handle's own
+--           token ('<client id>#<token>'); it names the inbox and in-flight list
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
 --           'block': deliver to the inbox, or register as the waiter
 --           'cancel': stop waiting; entries in <inflight> not named in
@@ -35,7 +36,8 @@
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
--- ARGV[6..] - ('cancel') delivery numbers the client has received and not acknowledged
+-- ARGV[6] - client identifier, written to :consumer as the protocol requires
+-- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged
 -- return
 --   'nowait': the entry, or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
@@ -89,7 +91,7 @@ end
 if mode == 'cancel' then
   stop_waiting()
   local received = {}
-  for i = 6, #ARGV do received[ARGV[i]] = true end
+  for i = 7, #ARGV do received[ARGV[i]] = true end
   local entries = redis.call('LRANGE', inflight, 0, -1)
   for _, entry in ipairs(entries) do  -- newest first: the oldest ends up next out
     local seq = string.match(entry, '^([^:]*):')
@@ -136,7 +138,7 @@ if not registered and not role_free then
   end
   return wake(-2)
 end
-if redis.call('GET', KEYS[4]) ~= me then redis.call('SET', KEYS[4], me) end
+if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]) end
 if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
   local item = redis.call('RPOP', KEYS[1])

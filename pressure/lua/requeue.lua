@@ -5,8 +5,10 @@
 --              list, and the consumer role if it was the waiter - only if
 --              its record is still ARGV[6] (the same incarnation)
 --   'sweep':   at most once per ARGV[7] ms across all clients: entries older
---              than their consumer's visibility timeout or lease, and the
---              role of a waiter whose lease expired
+--              than their consumer's visibility timeout or lease; and from a
+--              waiter whose lease expired, the role and its inbox (what it
+--              never received) - its in-flight list follows its visibility
+--              timeout, since the waiter may be alive, only slow
 -- Inbox entries were never received, so they are always requeued. In-flight
 -- entries of a default-mode consumer (record ending in '|d') were received,
 -- and are dropped; a reliable consumer's (mode 'r') are requeued.
@@ -61,13 +63,17 @@ local function requeue_all(key)
   redis.call('DEL', key)
 end
 
-local function recover(id)
+local function take_role(id)
   if redis.call('GET', KEYS[5]) == id then
     redis.call('DEL', KEYS[5])
     if redis.call('LLEN', KEYS[4]) == 0 then redis.call('LPUSH', KEYS[4], 1) end
   end
   if redis.call('GET', KEYS[6]) == id then redis.call('DEL', KEYS[6]) end
   requeue_all(ARGV[2] .. id)
+end
+
+local function recover(id)
+  take_role(id)
   if string.sub(redis.call('HGET', KEYS[7], id) or '', -2) == '|d' then
     redis.call('DEL', ARGV[3] .. id)
   else
@@ -105,7 +111,7 @@ else
   if redis.call('EXISTS', KEYS[11]) == 0 then return {-1, 0} end  -- no queue (deleted)
   if not redis.call('SET', KEYS[10], 1, 'NX', 'PX', ARGV[7]) then return {-1, 0} end
   local waiter = redis.call('GET', KEYS[5])
-  if waiter and redis.call('GET', KEYS[6]) ~= waiter then recover(waiter) end
+  if waiter and redis.call('GET', KEYS[6]) ~= waiter then take_role(waiter) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
   local consumers = redis.call('HGETALL', KEYS[7])
