@@ -18,6 +18,8 @@ import functools
 import hashlib
 import importlib.resources
 import os
+import select
+import socket
 import threading
 import weakref
 from collections.abc import Sequence
@@ -101,6 +103,26 @@ class PackedScript:
         if len(tail) != self._tail_len:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         return self._head + b"".join(map(_bulk, tail))
+
+
+def _closed_by_peer(conn: redis.connection.AbstractConnection) -> bool:
+    """Whether the server has already closed this idle connection (a pending EOF).
+
+    A zero-timeout poll first (a socket with a timeout would otherwise wait that long
+    inside recv), then a peek: nothing is read, and a healthy idle connection has
+    nothing to read.
+    """
+    sock = getattr(conn, "_sock", None)
+    if not isinstance(sock, socket.socket):  # not connected (or an in-process fake)
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        return bool(sock.recv(1, socket.MSG_PEEK) == b"")
+    except OSError:
+        return True
 
 
 class _ThreadState(threading.local):
@@ -248,21 +270,50 @@ class Backend:
             state.client_id = identity.client_id()
         return state.client_id
 
+    def _send(self, conn: redis.connection.AbstractConnection, data: list[bytes], what: str) -> None:
+        """Send a whole command. If sending fails, the server never got all of it, so it never
+        ran: on a stale connection (a restarted server, a killed connection) try once more on
+        a fresh one; any failure is a BackendError, never OutcomeUnknown."""
+        if _closed_by_peer(conn):
+            conn.disconnect()  # e.g. the server restarted: reconnect rather than send into it
+        try:
+            conn.send_packed_command(data, check_health=False)
+            return
+        except redis.ConnectionError:
+            pass  # redis-py closed it: the next send connects again
+        except redis.RedisError as exc:  # a timeout writing to an unresponsive server
+            self.raise_error(exc, what, False)
+        try:
+            conn.send_packed_command(data, check_health=False)
+        except redis.RedisError as exc:
+            self.raise_error(exc, what, False)
+
+    def _read(self, conn: redis.connection.AbstractConnection, what: str, mutating: bool) -> Any:
+        """Read one reply; after an error reply that ends the connection, drop it."""
+        try:
+            return conn.read_response()
+        except redis.exceptions.NoScriptError:
+            raise
+        except redis.ResponseError as exc:
+            if str(exc).startswith("Protocol error"):
+                conn.disconnect()  # the server closes the connection after it
+            self.raise_error(exc, what, mutating)
+        except redis.RedisError as exc:
+            self.raise_error(exc, what, mutating)
+
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
                mutating: bool = True) -> Any:
         """Run a packed script on this thread's connection (one round trip), loading it on NOSCRIPT."""
         conn = self.thread_connection()
         data = [command.pack(tail)]
+        what = f"script {command.name}"
+        self._send(conn, data, what)
         try:
-            try:
-                conn.send_packed_command(data, check_health=False)
-                return conn.read_response()
-            except redis.exceptions.NoScriptError:
-                self._load_on(conn, command.name)
-                conn.send_packed_command(data, check_health=False)
-                return conn.read_response()
-        except redis.RedisError as exc:
-            self.raise_error(exc, f"script {command.name}", mutating)
+            return self._read(conn, what, mutating)
+        except redis.exceptions.NoScriptError:
+            self._load_on(conn, command.name)
+            self._send(conn, data, what)
+            return self._read(conn, what, mutating)
 
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float) -> tuple[Any, Any]:
@@ -277,25 +328,27 @@ class Backend:
         conn = self.thread_connection()
         data = [command.pack(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
                 + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout))]
+        what = f"script {command.name} and BLMOVE"
+        if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BLMOVE wait
+            self._load_on(conn, command.name)
+        self._send(conn, data, what)
+        first: Any
         try:
-            if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BLMOVE wait
-                self._load_on(conn, command.name)
-            conn.send_packed_command(data, check_health=False)
-            first: Any
             try:
                 first = conn.read_response()
             except redis.ResponseError as exc:
                 first = exc
             second = conn.read_response()
         except redis.RedisError as exc:
-            self.raise_error(exc, f"script {command.name} and BLMOVE", True)
+            self.raise_error(exc, what, True)
         if isinstance(first, redis.exceptions.NoScriptError):
             self._loaded.discard(command.name)
         return first, second
 
     def _load_on(self, conn: redis.connection.AbstractConnection, name: str) -> None:
-        conn.send_command("SCRIPT", "LOAD", _script_source(name), check_health=False)
-        if conn.read_response() not in (_script_sha(name), _script_sha(name).encode()):
+        what = f"SCRIPT LOAD {name}"
+        self._send(conn, [b"".join(conn.pack_command("SCRIPT", "LOAD", _script_source(name)))], what)
+        if self._read(conn, what, False) not in (_script_sha(name), _script_sha(name).encode()):
             raise ProtocolError(f"the server hashed script {name} differently")
         self._loaded.add(name)
 
@@ -315,6 +368,9 @@ class Backend:
         where = self.config.url
         if isinstance(exc, redis.ResponseError):
             text = str(exc)
+            if "invalid bulk length" in text:
+                raise BackendError(f"{what} on {where}: the server refused the command as larger than "
+                                   f"it accepts (its proto-max-bulk-len): {text}") from exc
             if "WRONGTYPE" in text or text.startswith("PRESSURE") or "PRESSURE " in text:
                 raise ProtocolError(f"{what} on {where}: {text}") from exc
             raise BackendError(f"{what} on {where} failed: {text}") from exc

@@ -173,7 +173,8 @@ def test_reliable_item_stays_in_flight_until_task_done(make_queue: Any, r: redis
     q.put("job")
     assert q.get() == "job"
     [flight] = q.in_flight()
-    assert (flight.consumer, flight.deliveries) == (q.client_id, 1) and flight.age < 5
+    assert (flight.consumer, flight.deliveries) == (q._consumer_id(), 1) and flight.age < 5
+    assert flight.consumer.startswith(q.client_id + "#")
     assert q.qsize() == 0
     q.task_done()
     assert q.in_flight() == [] and q.unfinished_tasks == 0
@@ -209,7 +210,7 @@ def test_visibility_timeout_returns_items_in_their_original_order(make_queue: An
     other = make_queue("vis", reliable=True)
     got = [other.receive(timeout=5) for _ in range(4)]
     assert [(d.item, d.deliveries) for d in got] == [(0, 2), (1, 2), (2, 2), ("tail", 1)]
-    assert {f.consumer for f in other.in_flight()} == {other.client_id}  # nothing left with "slow"
+    assert {f.consumer for f in other.in_flight()} == {other._consumer_id()}  # nothing left with "slow"
     assert_invariants(r, q)
 
 
@@ -300,3 +301,30 @@ def test_kick_some_dead_letters_oldest_first(make_queue: Any, r: redis.Redis) ->
     s = q.statistics()
     assert s.produced_messages - s.consumed_messages == s.size == 3
     assert_invariants(r, q)
+
+
+def test_item_too_large_for_the_server_is_a_typed_error_and_the_handle_recovers(prefix: str) -> None:
+    from pressure.server import RedisServer
+
+    with RedisServer(extra_args=("--proto-max-bulk-len", "1mb")) as server:
+        q: pressure.Queue[bytes] = pressure.Queue("big", url=server.url, prefix=prefix, serializer="bytes")
+        r = redis.Redis.from_url(server.url)
+        with pytest.raises(pressure.BackendError) as info:  # the server refuses it, or resets the
+            q.put(b"x" * (2 * 1024 * 1024))  # connection while it is still being sent
+        assert not isinstance(info.value, (pressure.OutcomeUnknown, pressure.Full))
+        assert q.qsize() == 0
+        assert_invariants(r, q)
+        q.put(b"small")  # the connection the server closed is replaced, not reported as unknown
+        assert q.get() == b"small"
+
+
+def test_clients_reconnect_cleanly_after_a_restart(prefix: str) -> None:
+    from pressure.server import RedisServer
+
+    with RedisServer(appendonly=True) as server:
+        q: pressure.Queue[str] = pressure.Queue("restart", url=server.url, prefix=prefix)
+        q.put("before")
+        server.restart()  # AOF with appendfsync always: nothing is lost
+        q.put("after")  # a connection closed by the old server is noticed before sending
+        assert [q.get(), q.get()] == ["before", "after"]
+        assert_invariants(redis.Redis.from_url(server.url), q)
