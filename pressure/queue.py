@@ -110,16 +110,24 @@ def _timeout_value(timeout: Any) -> float | None:
     return value
 
 
+#: The largest bound: 15 digits, exact in the Lua number every script reads it as.
+MAX_BOUND = 10**15 - 1
+
+
 def _maxsize_value(maxsize: Any) -> int:
     """Validate a maxsize the way queue.Queue reads it: <= 0 means unbounded."""
     if isinstance(maxsize, bool) or not isinstance(maxsize, numbers.Real):
         raise TypeError(f"maxsize must be an integer, not {type(maxsize).__name__}")
     if isinstance(maxsize, numbers.Integral):
-        return max(int(maxsize), 0)
-    value = float(maxsize)
-    if not math.isfinite(value) or value != int(value):
-        raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
-    return max(int(value), 0)
+        value = int(maxsize)
+    else:
+        number = float(maxsize)
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
+        value = int(number)
+    if value > MAX_BOUND:
+        raise ValueError(f"maxsize must be at most {MAX_BOUND}, not {maxsize!r}")
+    return max(value, 0)
 
 
 def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
@@ -130,6 +138,14 @@ def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
         least = f" of at least {minimum:g}" if minimum else ""
         raise ValueError(f"{name} must be a positive, finite number of seconds{least}, not {value!r}")
     return seconds
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, not {value}")
+    return int(value)
 
 
 def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
@@ -310,7 +326,9 @@ class Queue(Generic[T]):
         self._options = options
         self._reliable: bool = options["reliable"]
         self._lease_ms = int(options["lease"] * 1000)
-        self._visibility_ms = int(options["visibility_timeout"] * 1000) if self._reliable else self._lease_ms
+        # rounded up: a visibility of 0 ms would read as "never expires"
+        self._visibility_ms = (math.ceil(options["visibility_timeout"] * 1000) if self._reliable
+                               else self._lease_ms)
         self._max_deliveries = str(options["max_deliveries"] or 0)
         self._unacked: collections.deque[Delivery[T]] = collections.deque()
         self._last_received: dict[str, str] = {}
@@ -418,13 +436,11 @@ class Queue(Generic[T]):
             )
 
     def _parse_bound(self, raw: bytes | str) -> int:
-        try:
-            bound = int(raw)
-        except (TypeError, ValueError):
-            bound = -1
-        if bound < 0:
+        """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+        if not (text.isascii() and text.isdigit() and len(text) <= 15):
             raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
-        return bound
+        return int(text)
 
     def _raise_for(self, result: int) -> None:
         """Raise what a script result that ends the call means (closed, deleted, bad timeout)."""
@@ -814,6 +830,9 @@ class Queue(Generic[T]):
 
     def peek(self, n: int = 1) -> list[T]:
         """Return the next ``n`` items, next-out first, without consuming them."""
+        n = _count("n", n)
+        if n == 0:
+            return []
         raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
         return [serializers.loads(self._serializer, p) for p in reversed(raw)]
 
@@ -859,8 +878,9 @@ class Queue(Generic[T]):
         """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
         queue with a fresh delivery count. Returns how many moved."""
         k = self._keys
+        count = -1 if n is None else _count("n", n)
         return int(self._backend.run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
-                                              k.bound, k.not_full), (-1 if n is None else n,)))
+                                              k.bound, k.not_full), (count,)))
 
     def purge_dead(self) -> int:
         """Delete the dead-letter list; return how many items it held."""

@@ -17,6 +17,8 @@
 --        -10 waiting for the producer token, -11 waiting for the consumer token
 if ARGV[1] == 'begin' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
+  -- read first: a key of the wrong type fails here, before anything is deleted
+  for i = 2, 5 do redis.call('LLEN', KEYS[i]) end
   redis.call('DEL', KEYS[1])
   redis.call('LPUSH', KEYS[2], 1)
   redis.call('LPUSH', KEYS[3], 1, 1)

@@ -13,9 +13,10 @@
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
 if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
-if not redis.call('RPOP', KEYS[3]) then return -2 end
+local n = redis.call('LLEN', KEYS[1])  -- read first: a wrong type fails before any write
+redis.call('LLEN', KEYS[5])
+if redis.call('LLEN', KEYS[3]) == 0 then return -2 end
 redis.call('SET', KEYS[4], ARGV[1])
-local n = redis.call('LLEN', KEYS[1])
 if n > 0 then
   redis.call('DEL', KEYS[1])
   redis.call('INCRBY', KEYS[8], n)
@@ -31,5 +32,4 @@ if n > 0 then
 end
 redis.call('LPUSH', KEYS[5], 1)
 redis.call('LTRIM', KEYS[5], 0, 0)
-redis.call('LPUSH', KEYS[3], 1)
 return n

@@ -77,8 +77,7 @@ local function take_from_inbox()
   end
 end
 
-local function upkeep(len, bound)
-  local permits = redis.call('LLEN', KEYS[6])
+local function upkeep(len, bound, permits)
   if bound == 0 or len < bound then
     if permits ~= 1 then
       if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
@@ -121,11 +120,13 @@ if not raw then
   if mode == 'nowait' then return -4 end
   return wake(-4)
 end
-local bound = tonumber(raw)
-if not bound or bound < 0 or bound % 1 ~= 0 then
+-- a bound is plain ASCII digits, at most 15 (exact in a Lua number), as the client checks
+local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
 end
 local len = redis.call('LLEN', KEYS[1])
+local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong type changes nothing
 if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
   if mode == 'nowait' then return -3 end
   return wake(-3)
@@ -145,7 +146,7 @@ if len > 0 then
   len = len - 1
   redis.call('INCR', KEYS[7])
   redis.call('INCRBY', KEYS[8], #item)
-  upkeep(len, bound)
+  upkeep(len, bound, permits)
   stop_waiting()
   local deliveries = 1
   if redis.call('EXISTS', KEYS[12]) == 1 then
@@ -163,7 +164,7 @@ if len > 0 then
   redis.call('LPUSH', inbox, entry)
   return 1
 end
-upkeep(0, bound)
+upkeep(0, bound, permits)
 if mode == 'nowait' then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then

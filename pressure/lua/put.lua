@@ -36,8 +36,9 @@
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
 local raw = redis.call('GET', KEYS[2])
 if not raw then return -4 end
-local bound = tonumber(raw)
-if not bound or bound < 0 or bound % 1 ~= 0 then
+-- a bound is plain ASCII digits, at most 15 (exact in a Lua number), as the client checks
+local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -47,7 +48,12 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
   return -3
 end
 if ARGV[3] == '1' and bound > 0 then return -7 end
+-- every read comes before the first write: a key of the wrong type fails here, changing nothing
 local len = redis.call('LLEN', KEYS[1])
+local permits = redis.call('LLEN', KEYS[6])
+local consumer_free = redis.call('LLEN', KEYS[9])
+local waiter = redis.call('GET', KEYS[12])
+local lease = redis.call('GET', KEYS[13])
 local full = bound > 0 and len >= bound
 if redis.call('LLEN', KEYS[3]) == 0 then
   if full then return -1 end
@@ -65,8 +71,7 @@ if full then
 end
 redis.call('INCR', KEYS[7])
 redis.call('INCRBY', KEYS[8], #ARGV[2])
-local waiter = redis.call('GET', KEYS[12])
-if waiter and redis.call('GET', KEYS[13]) == waiter then
+if waiter and lease == waiter then
   local item = ARGV[2]
   local deliveries = 1
   if len > 0 then
@@ -85,12 +90,11 @@ if waiter and redis.call('GET', KEYS[13]) == waiter then
   redis.call('INCR', KEYS[10])
   redis.call('INCRBY', KEYS[11], #item)
   redis.call('DEL', KEYS[12])
-  if redis.call('LLEN', KEYS[9]) == 0 then redis.call('LPUSH', KEYS[9], 1) end
+  if consumer_free == 0 then redis.call('LPUSH', KEYS[9], 1) end
 else
   len = redis.call('LPUSH', KEYS[1], ARGV[2])
 end
 -- :not_full holds one element exactly while the queue is below its bound
-local permits = redis.call('LLEN', KEYS[6])
 if bound == 0 or len < bound then
   if permits ~= 1 then
     if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end

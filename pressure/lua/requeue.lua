@@ -83,8 +83,9 @@ local function recover(id)
 end
 
 local function upkeep()
-  local bound = tonumber(redis.call('GET', KEYS[11]) or '')
-  if not bound then return end
+  local raw = redis.call('GET', KEYS[11]) or ''
+  local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+  if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
   local len = redis.call('LLEN', KEYS[1])
   if bound == 0 or len < bound then
     if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end

@@ -6,8 +6,10 @@
 -- return 1, or -4 if the queue does not exist
 if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
 local bound = tonumber(ARGV[1])
+local len = redis.call('LLEN', KEYS[1])  -- read first: a wrong type fails before any write
+redis.call('LLEN', KEYS[3])
 redis.call('SET', KEYS[2], ARGV[1])
-if bound == 0 or redis.call('LLEN', KEYS[1]) < bound then
+if bound == 0 or len < bound then
   redis.call('LPUSH', KEYS[3], 1)
   redis.call('LTRIM', KEYS[3], 0, 0)
 else
