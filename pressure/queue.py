@@ -969,6 +969,11 @@ class Queue(Generic[T]):
         bound_raw, *counters, producer, consumer = values
         if bound_raw is None:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+        names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
+                 k.tasks_done, k.discarded)
+        for name, value in zip(names, counters):
+            if value is not None and not value.lstrip(b"-").isdigit():
+                raise ProtocolError(f"{name} holds {value!r}, not an integer")
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         return QueueStatistics(
             name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),

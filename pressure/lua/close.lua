@@ -16,6 +16,8 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
 if redis.call('LLEN', KEYS[2]) == 0 then return -2 end
+redis.call('LLEN', KEYS[5])  -- read first: a wrong type fails before any write
+redis.call('LLEN', KEYS[6])
 redis.call('SET', KEYS[3], ARGV[1])
 redis.call('LPUSH', KEYS[4], 1, 1)
 redis.call('LPUSH', KEYS[5], 1)

@@ -12,16 +12,25 @@
 -- ARGV[1] - client identifier
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
+local function counter(key)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
+  end
+  return tonumber(raw)
+end
 if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
 local n = redis.call('LLEN', KEYS[1])  -- read first: a wrong type fails before any write
+local produced = counter(KEYS[6])
+local done = counter(KEYS[7])
+counter(KEYS[8])
 redis.call('LLEN', KEYS[5])
 if redis.call('LLEN', KEYS[3]) == 0 then return -2 end
 redis.call('SET', KEYS[4], ARGV[1])
 if n > 0 then
   redis.call('DEL', KEYS[1])
   redis.call('INCRBY', KEYS[8], n)
-  local produced = tonumber(redis.call('GET', KEYS[6]) or '0')
-  local done = tonumber(redis.call('GET', KEYS[7]) or '0')
   local drop = math.min(n, math.max(produced - done, 0))
   if drop > 0 then
     done = redis.call('INCRBY', KEYS[7], drop)

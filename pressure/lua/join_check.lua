@@ -5,9 +5,17 @@
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done
 -- return {unfinished, last event id} or {-4, ''} if the queue does not exist
+local function counter(key)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
+  end
+  return tonumber(raw)
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-4, ''} end
-local produced = tonumber(redis.call('GET', KEYS[2]) or '0')
-local done = tonumber(redis.call('GET', KEYS[3]) or '0')
+local produced = counter(KEYS[2])
+local done = counter(KEYS[3])
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
 local id = '0-0'
 if #last > 0 then id = last[1][1] end

@@ -34,6 +34,14 @@
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
+local function counter(key)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
+  end
+  return tonumber(raw)
+end
 local raw = redis.call('GET', KEYS[2])
 if not raw then return -4 end
 -- a bound is plain ASCII digits, at most 15 (exact in a Lua number), as the client checks
@@ -54,6 +62,8 @@ local permits = redis.call('LLEN', KEYS[6])
 local consumer_free = redis.call('LLEN', KEYS[9])
 local waiter = redis.call('GET', KEYS[12])
 local lease = redis.call('GET', KEYS[13])
+counter(KEYS[7])
+counter(KEYS[8])
 local full = bound > 0 and len >= bound
 if redis.call('LLEN', KEYS[3]) == 0 then
   if full then return -1 end
