@@ -68,7 +68,9 @@ _DROP = {"retry", "retry_on_error", "connection_pool", "orig_host_address", "ori
 
 @functools.cache
 def _script_source(name: str) -> str:
-    return (importlib.resources.files("pressure") / "lua" / f"{name}.lua").read_text("utf-8")
+    """The script's text, after the shared functions of lua/lib.lua."""
+    folder = importlib.resources.files("pressure") / "lua"
+    return (folder / "lib.lua").read_text("utf-8") + "\n" + (folder / f"{name}.lua").read_text("utf-8")
 
 
 @functools.cache

@@ -10,14 +10,6 @@
 -- ARGV[2] - '1' to also mark a task done
 -- return {acked (1/0), unfinished left or -1 (task_done called too many
 -- times) or -4 (no queue) or 0 without task_done}
-local function counter(key)
-  local raw = redis.call('GET', key)
-  if not raw then return 0 end
-  if not string.match(raw, '^%d+$') or #raw > 15 then
-    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
-  end
-  return tonumber(raw)
-end
 local acked = 0
 local prefix = ARGV[1] .. ':'
 for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do

@@ -12,14 +12,6 @@
 -- ARGV[1] - client identifier
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
-local function counter(key)
-  local raw = redis.call('GET', key)
-  if not raw then return 0 end
-  if not string.match(raw, '^%d+$') or #raw > 15 then
-    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
-  end
-  return tonumber(raw)
-end
 if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
 local n = redis.call('LLEN', KEYS[1])  -- read first: a wrong type fails before any write
 local produced = counter(KEYS[6])

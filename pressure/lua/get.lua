@@ -120,8 +120,7 @@ if not raw then
   if mode == 'nowait' then return -4 end
   return wake(-4)
 end
--- a bound is plain ASCII digits, at most 15 (exact in a Lua number), as the client checks
-local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+local bound = bound_of(raw)
 if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
 end

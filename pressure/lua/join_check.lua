@@ -5,14 +5,6 @@
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done
 -- return {unfinished, last event id} or {-4, ''} if the queue does not exist
-local function counter(key)
-  local raw = redis.call('GET', key)
-  if not raw then return 0 end
-  if not string.match(raw, '^%d+$') or #raw > 15 then
-    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
-  end
-  return tonumber(raw)
-end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-4, ''} end
 local produced = counter(KEYS[2])
 local done = counter(KEYS[3])

@@ -23,8 +23,7 @@ if n >= #entries then
 elseif n > 0 then
   redis.call('LTRIM', KEYS[1], 0, #entries - n - 1)
 end
-local raw = redis.call('GET', KEYS[5]) or ''
-local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+local bound = bound_of(redis.call('GET', KEYS[5]))
 if bound then
   if bound == 0 or redis.call('LLEN', KEYS[2]) < bound then
     if redis.call('LLEN', KEYS[6]) == 0 then redis.call('LPUSH', KEYS[6], 1) end

@@ -34,18 +34,9 @@
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
-local function counter(key)
-  local raw = redis.call('GET', key)
-  if not raw then return 0 end
-  if not string.match(raw, '^%d+$') or #raw > 15 then
-    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
-  end
-  return tonumber(raw)
-end
 local raw = redis.call('GET', KEYS[2])
 if not raw then return -4 end
--- a bound is plain ASCII digits, at most 15 (exact in a Lua number), as the client checks
-local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+local bound = bound_of(raw)
 if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
 end

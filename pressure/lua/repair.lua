@@ -13,7 +13,7 @@
 -- {-4} if the queue does not exist
 local raw = redis.call('GET', KEYS[2])
 if not raw then return {-4} end
-local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+local bound = bound_of(raw)
 if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2] .. ': set it first')
 end

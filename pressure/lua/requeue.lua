@@ -83,8 +83,7 @@ local function recover(id)
 end
 
 local function upkeep()
-  local raw = redis.call('GET', KEYS[11]) or ''
-  local bound = string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw)
+  local bound = bound_of(redis.call('GET', KEYS[11]))
   if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
   local len = redis.call('LLEN', KEYS[1])
   if bound == 0 or len < bound then

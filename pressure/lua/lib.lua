@@ -1,0 +1,19 @@
+-- Shared functions, put in front of every script when it is loaded (the SHA1
+-- covers the combined text), so no two scripts carry copies of them.
+
+-- A counter key (:stats:*, :pressure:tasks_done ...): 0 if missing; anything but
+-- plain ASCII digits is an error reply naming the key, raised before any write.
+local function counter(key)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
+  end
+  return tonumber(raw)
+end
+
+-- The number a :bound value stands for, or nil: plain ASCII digits, at most 15
+-- (exact in a Lua number), exactly as the client checks it.
+local function bound_of(raw)
+  return raw and string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw) or nil
+end
