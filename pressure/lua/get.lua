@@ -77,16 +77,6 @@ local function take_from_inbox()
   end
 end
 
-local function upkeep(len, bound, permits)
-  if bound == 0 or len < bound then
-    if permits ~= 1 then
-      if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
-    end
-  elseif permits > 0 then
-    redis.call('DEL', KEYS[6])
-  end
-end
-
 if mode == 'cancel' then
   stop_waiting()
   local received = {}
@@ -145,7 +135,7 @@ if len > 0 then
   len = len - 1
   redis.call('INCR', KEYS[7])
   redis.call('INCRBY', KEYS[8], #item)
-  upkeep(len, bound, permits)
+  keep_permit(KEYS[6], len, bound, permits)
   stop_waiting()
   local deliveries = 1
   if redis.call('EXISTS', KEYS[12]) == 1 then
@@ -163,7 +153,7 @@ if len > 0 then
   redis.call('LPUSH', inbox, entry)
   return 1
 end
-upkeep(0, bound, permits)
+keep_permit(KEYS[6], 0, bound, permits)
 if mode == 'nowait' then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then

@@ -25,10 +25,6 @@ elseif n > 0 then
 end
 local bound = bound_of(redis.call('GET', KEYS[5]))
 if bound then
-  if bound == 0 or redis.call('LLEN', KEYS[2]) < bound then
-    if redis.call('LLEN', KEYS[6]) == 0 then redis.call('LPUSH', KEYS[6], 1) end
-  else
-    redis.call('DEL', KEYS[6])
-  end
+  keep_permit(KEYS[6], redis.call('LLEN', KEYS[2]), bound, redis.call('LLEN', KEYS[6]))
 end
 return n

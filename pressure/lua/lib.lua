@@ -17,3 +17,17 @@ end
 local function bound_of(raw)
   return raw and string.match(raw, '^%d+$') and #raw <= 15 and tonumber(raw) or nil
 end
+
+-- Bring :not_full (holding `permits` elements now) to exactly one element while
+-- the queue is below its bound, and to none at or above it.
+local function keep_permit(key, len, bound, permits)
+  if bound == 0 or len < bound then
+    if permits > 1 then
+      redis.call('LTRIM', key, 0, 0)
+    elseif permits == 0 then
+      redis.call('LPUSH', key, 1)
+    end
+  elseif permits > 0 then
+    redis.call('DEL', key)
+  end
+end

@@ -95,12 +95,5 @@ if waiter and lease == waiter then
 else
   len = redis.call('LPUSH', KEYS[1], ARGV[2])
 end
--- :not_full holds one element exactly while the queue is below its bound
-if bound == 0 or len < bound then
-  if permits ~= 1 then
-    if permits > 1 then redis.call('LTRIM', KEYS[6], 0, 0) else redis.call('LPUSH', KEYS[6], 1) end
-  end
-elseif permits > 0 then
-  redis.call('DEL', KEYS[6])
-end
+keep_permit(KEYS[6], len, bound, permits)
 return len

@@ -85,12 +85,7 @@ end
 local function upkeep()
   local bound = bound_of(redis.call('GET', KEYS[11]))
   if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
-  local len = redis.call('LLEN', KEYS[1])
-  if bound == 0 or len < bound then
-    if redis.call('LLEN', KEYS[12]) == 0 then redis.call('LPUSH', KEYS[12], 1) end
-  else
-    redis.call('DEL', KEYS[12])
-  end
+  keep_permit(KEYS[12], redis.call('LLEN', KEYS[1]), bound, redis.call('LLEN', KEYS[12]))
 end
 
 local mode = ARGV[1]
