@@ -22,10 +22,5 @@ redis.call('SET', KEYS[3], ARGV[1])
 redis.call('LPUSH', KEYS[4], 1, 1)
 redis.call('LPUSH', KEYS[5], 1)
 redis.call('LTRIM', KEYS[5], 0, 0)
-local waiter = redis.call('GET', KEYS[7])
-if waiter then
-  redis.call('DEL', KEYS[7], KEYS[8])
-  if redis.call('LLEN', KEYS[6]) == 0 then redis.call('LPUSH', KEYS[6], 1) end
-  redis.call('LPUSH', ARGV[2] .. waiter, 's:')
-end
+wake_waiter(KEYS[7], KEYS[8], KEYS[6], ARGV[2])
 return 1

@@ -22,12 +22,7 @@ if ARGV[1] == 'begin' then
   redis.call('DEL', KEYS[1])
   redis.call('LPUSH', KEYS[2], 1)
   redis.call('LPUSH', KEYS[3], 1, 1)
-  local waiter = redis.call('GET', KEYS[6])
-  if waiter then
-    redis.call('DEL', KEYS[6], KEYS[7])
-    if redis.call('LLEN', KEYS[5]) == 0 then redis.call('LPUSH', KEYS[5], 1) end
-    redis.call('LPUSH', ARGV[2] .. waiter, 's:')
-  end
+  wake_waiter(KEYS[6], KEYS[7], KEYS[5], ARGV[2])
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
   return -8
 end

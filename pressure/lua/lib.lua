@@ -31,3 +31,13 @@ local function keep_permit(key, len, bound, permits)
     redis.call('DEL', key)
   end
 end
+
+-- Wake the consumer registered as the waiter, if any: unregister it, give its
+-- consumer role back and leave the wake-up entry 's:' in its inbox.
+local function wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
+  local waiter = redis.call('GET', waiter_key)
+  if not waiter then return end
+  redis.call('DEL', waiter_key, lease_key)
+  if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
+  redis.call('LPUSH', inbox_prefix .. waiter, 's:')
+end
