@@ -248,7 +248,7 @@ class Backend:
             try:
                 return client.execute_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
-                self._load(client, name)
+                self._load_on(self.thread_connection(), name)  # scripts are loaded server-wide
                 return client.execute_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
         except redis.RedisError as exc:
             self.raise_error(exc, f"script {name}", mutating)
@@ -351,11 +351,6 @@ class Backend:
         what = f"SCRIPT LOAD {name}"
         self._send(conn, [b"".join(conn.pack_command("SCRIPT", "LOAD", _script_source(name)))], what)
         if self._read(conn, what, False) not in (_script_sha(name), _script_sha(name).encode()):
-            raise ProtocolError(f"the server hashed script {name} differently")
-        self._loaded.add(name)
-
-    def _load(self, client: redis.Redis, name: str) -> None:
-        if client.script_load(_script_source(name)) != _script_sha(name):
             raise ProtocolError(f"the server hashed script {name} differently")
         self._loaded.add(name)
 

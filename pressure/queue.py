@@ -710,9 +710,9 @@ class Queue(Generic[T]):
     # -- acknowledgements and recovery ------------------------------------------------
 
     def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
-        acked, unfinished = self._backend.run(
-            "ack", (*self._task_keys, self._keys.inflight(delivery.consumer)),
-            (delivery.id, "1" if task_done else "0"))
+        acked, unfinished = self._backend.script(
+            self._ack_command, (self._keys.inflight(delivery.consumer), delivery.id,
+                                "1" if task_done else "0"))
         self._forget(delivery)
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
@@ -998,8 +998,8 @@ class Queue(Generic[T]):
         if self._reliable and self._unacked:
             self._ack(self._unacked[0], task_done=True)  # acknowledges the oldest delivery
             return
-        _, unfinished = self._backend.run(
-            "ack", (*self._task_keys, self._keys.inflight(self._consumer_id())), ("-", "1"))
+        _, unfinished = self._backend.script(
+            self._ack_command, (self._keys.inflight(self._consumer_id()), "-", "1"))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
