@@ -340,7 +340,13 @@ def test_sigkill_storm(server: RedisServer, prefix: str, children: dict[int, str
 # -- 2. redis-server restarts (AOF, appendfsync always) ------------------------------
 
 
-def _account(summary: Summary, figures: dict[str, int]) -> None:
+def _close_scenario(summary: Summary, name: str, figures: dict[str, int],
+                    q: pressure.Queue[Any], r: redis.Redis) -> None:
+    """The end of a stream scenario: the invariants, its figures in the summary, cleanup."""
+    assert_invariants(r, q)
+    summary.scenarios.append(name)
+    q.disconnect()
+    r.close()
     print(f"figures: {figures}")
     summary.figures["items"] += figures["items"]
     summary.figures["duplicated"] += figures["duplicated"]
@@ -383,12 +389,8 @@ def test_redis_restarts_lose_nothing_in_reliable_mode(prefix: str, summary: Summ
             "the restarts never reached a client"
         assert sum(held) > 0, "the queue was empty at every restart: nothing was at stake"
         print(f"items in the queue or in flight at each restart: {held}")
-        assert_invariants(r, q)
         summary.figures["restarts"] += restarts
-        _account(summary, figures)
-        summary.scenarios.append("redis-restart")
-        q.disconnect()
-        r.close()
+        _close_scenario(summary, "redis-restart", figures, q, r)
 
 
 # -- 3. CLIENT KILL -------------------------------------------------------------------
@@ -442,12 +444,8 @@ def test_client_kills_lose_nothing_in_reliable_mode(server: RedisServer, prefix:
         summary.figures["lost_reliable"] += streams.lost
     assert killed[0] >= 100, f"only {killed[0]} CLIENT KILLs"
     assert streams.errors["OutcomeUnknown"] + streams.errors["BackendError"] > 0
-    assert_invariants(r, q)
     summary.figures["client_kills"] += killed[0]
-    _account(summary, figures)
-    summary.scenarios.append("client-kill")
-    q.disconnect()
-    r.close()
+    _close_scenario(summary, "client-kill", figures, q, r)
 
 
 # -- 4. a paused server ----------------------------------------------------------------
@@ -500,10 +498,7 @@ def test_paused_server_raises_within_seconds_then_recovers(server: RedisServer, 
     summary.notes.append(f"pause: first BackendError per worker after {', '.join(f'{s:.1f}' for s in raised)} s "
                          f"(socket timeout {SOCKET_TIMEOUT:.0f} s, paused {resumed_at - paused_at:.1f} s)")
     summary.figures["pauses"] += 1
-    _account(summary, figures)
-    summary.scenarios.append("pause")
-    q.disconnect()
-    r.close()
+    _close_scenario(summary, "pause", figures, q, r)
 
 
 # -- 5. recovery time of a dead waiting consumer ---------------------------------------

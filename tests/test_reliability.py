@@ -28,6 +28,15 @@ def _blocked_get(q: pressure.Queue[Any]) -> None:
     q.get()  # waits on the empty queue as the registered waiter, until killed
 
 
+def _kill_a_waiting_consumer(q: pressure.Queue[Any], r: redis.Redis) -> None:
+    """Fork a consumer, let it become the waiter (holding the consumer role), SIGKILL it."""
+    child = multiprocessing.get_context("fork").Process(target=_blocked_get, args=(q,))
+    child.start()
+    _wait_for(lambda: r.exists(q.keys.waiter), what="the child to wait")
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+
+
 def _receive_and_hang(q: pressure.Queue[Any], ready: Any) -> None:
     q.get()  # reliable mode: in flight until task_done, which never comes
     ready.set()
@@ -40,11 +49,7 @@ def test_consumer_killed_while_waiting_is_recovered_within_a_second(make_queue: 
     """Spec failure F1: a consumer SIGKILLed while blocked on an empty queue held the
     consumer role forever. Now the next consumer on this host takes it back."""
     q = make_queue("f1")
-    child = multiprocessing.get_context("fork").Process(target=_blocked_get, args=(q,))
-    child.start()
-    _wait_for(lambda: r.exists(q.keys.waiter), what="the child to wait")
-    os.kill(child.pid, signal.SIGKILL)
-    child.join()
+    _kill_a_waiting_consumer(q, r)
     assert r.llen(q.keys.consumer_free) == 0  # the dead process still holds the role
     q.put("after the crash")
     start = time.monotonic()
@@ -111,11 +116,7 @@ def test_live_holder_is_never_taken_over(make_queue: Any, r: redis.Redis) -> Non
 
 def test_delete_recovers_a_dead_waiter(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("del-dead")
-    child = multiprocessing.get_context("fork").Process(target=_blocked_get, args=(q,))
-    child.start()
-    _wait_for(lambda: r.exists(q.keys.waiter), what="the child to wait")
-    os.kill(child.pid, signal.SIGKILL)
-    child.join()
+    _kill_a_waiting_consumer(q, r)
     q.delete()  # wakes the waiter; never waits on a dead one
     assert r.keys(f"{q.prefix}:*") == []
 
