@@ -22,6 +22,8 @@ from .errors import QueueExistsError as QueueExistsError
 from .errors import SerializationError as SerializationError
 from .errors import ShutDown as ShutDown
 from .keys import QueueKeys as QueueKeys
+from .ordered import LifoQueue as LifoQueue
+from .ordered import PriorityQueue as PriorityQueue
 from .queue import Queue as Queue
 from .queue import QueueStatistics as QueueStatistics
 
@@ -29,6 +31,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Queue",
+    "LifoQueue",
+    "PriorityQueue",
     "QueueStatistics",
     "QueueKeys",
     "PressureError",

@@ -68,9 +68,22 @@ _DROP = {"retry", "retry_on_error", "connection_pool", "orig_host_address", "ori
 
 @functools.cache
 def _script_source(name: str) -> str:
-    """The script's text, after the shared functions of lua/lib.lua."""
+    """The text of script ``<script>`` (a FIFO queue's) or ``<script>@lifo`` /
+    ``<script>@priority``: the shared functions of lua/lib.lua, the item
+    functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua),
+    then the script itself. Each kind is a script of its own (its own SHA1),
+    so no script asks at run time what kind of queue it serves."""
+    script, _, kind = name.partition("@")
     folder = importlib.resources.files("pressure") / "lua"
-    return (folder / "lib.lua").read_text("utf-8") + "\n" + (folder / f"{name}.lua").read_text("utf-8")
+    if kind in ("", "fifo"):
+        items = (folder / "items_list.lua").read_text("utf-8")
+    elif kind in ("lifo", "priority"):
+        items = f"local LIFO = {'true' if kind == 'lifo' else 'false'}\n" + (
+            folder / "items_zset.lua").read_text("utf-8")
+    else:
+        raise ValueError(f"no such kind of queue: {kind!r}")
+    return "\n".join(((folder / "lib.lua").read_text("utf-8"), items,
+                       (folder / f"{script}.lua").read_text("utf-8")))
 
 
 @functools.cache

@@ -5,6 +5,14 @@ names them (``:stats:*``, not the pseudocode's ``:produced_messages``), so any
 conforming client shares the queue. The rest are pressure's own extensions,
 all below ``<base>:pressure:``; a plain spec client neither reads nor needs them.
 
+LIFO and priority queues (a pressure extension) keep the same keys under
+their own base, ``<prefix>:lifo:<name>`` and ``<prefix>:priority:<name>``, hold
+their items in a sorted set there instead of a list, and record their kind in
+``:pressure:kind``. A plain spec client asked for queue ``<name>`` finds no
+``:bound`` (no such queue); one pointed at ``lifo:<name>`` meets a sorted set
+where it expects a list and fails with WRONGTYPE: neither can mistake an
+ordered queue for a FIFO one.
+
 Redis Cluster: multi-key scripts need every key in one hash slot, so give the
 queue name a hash tag there (``{jobs}``); anonymous queues get one by default.
 """
@@ -13,9 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QueueKeys", "DEFAULT_PREFIX"]
+__all__ = ["QueueKeys", "DEFAULT_PREFIX", "KINDS"]
 
 DEFAULT_PREFIX = "__pressure__"
+#: The kinds of queue: the protocol's FIFO, and the two ordered extensions.
+KINDS = ("fifo", "lifo", "priority")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +55,15 @@ class QueueKeys:
     delivery_seq: str
     dead: str
     sweep: str
+    kind: str
     inbox_prefix: str
     inflight_prefix: str
 
     @classmethod
-    def build(cls, prefix: str, name: str) -> QueueKeys:
-        base = f"{prefix}:{name}"
+    def build(cls, prefix: str, name: str, kind: str = "fifo") -> QueueKeys:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        base = f"{prefix}:{name}" if kind == "fifo" else f"{prefix}:{kind}:{name}"
         ext = f"{base}:pressure"
         return cls(
             base=base,
@@ -75,6 +88,7 @@ class QueueKeys:
             delivery_seq=f"{ext}:delivery_seq",
             dead=f"{ext}:dead",
             sweep=f"{ext}:sweep",
+            kind=f"{ext}:kind",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
         )
@@ -99,7 +113,7 @@ class QueueKeys:
     def extension_keys(self) -> tuple[str, ...]:
         """pressure's own fixed keys for this queue (not the per-consumer inbox and in-flight lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
-                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep)
+                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

@@ -263,12 +263,17 @@ class Queue(Generic[T]):
     Create) and attaches to it otherwise; an explicit ``maxsize`` that
     contradicts the stored bound raises ``QueueExistsError`` (a ValueError).
     ``name=None`` makes an anonymous queue with a unique name: pass the handle
-    (it pickles) to reach it from other processes.
+    (it pickles) to reach it from other processes. An integer in place of the
+    name is the maxsize of an anonymous queue, so ``queue.Queue(10)`` keeps
+    working after ``import pressure as queue``.
     """
+
+    #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
+    _KIND = "fifo"
 
     def __init__(
         self,
-        name: str | None = None,
+        name: str | int | None = None,
         maxsize: int | None = None,
         *,
         url: str | None = None,
@@ -283,6 +288,8 @@ class Queue(Generic[T]):
     ) -> None:
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
+        if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
+            name, maxsize = None, int(name)  # Queue(10), as queue.Queue(maxsize) is called
         if name is None:
             name = f"{{anon-{uuid.uuid4().hex}}}"
         elif not isinstance(name, str):
@@ -344,7 +351,8 @@ class Queue(Generic[T]):
         self._client_id = client_id
         self._backend = backend
         self._pending_cancel: list[str] = []
-        k = self._keys = QueueKeys.build(prefix, name)
+        k = self._keys = QueueKeys.build(prefix, name, self._KIND)
+        self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
         self._put_keys = (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full,
                           k.produced_messages, k.produced_bytes, k.consumer_free,
                           k.consumed_messages, k.consumed_bytes, k.waiter, k.lease,
@@ -358,9 +366,33 @@ class Queue(Generic[T]):
         self._info_keys = (k.base, k.bound, k.closed)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         # the hot paths send pre-encoded commands: see PackedScript
-        self._put_command = PackedScript("put", self._put_keys, 0, 5)
-        self._get_command = PackedScript("get", self._get_keys, 2, 6)
-        self._ack_command = PackedScript("ack", self._task_keys, 1, 2)
+        self._put_command = PackedScript("put" + self._variant, self._put_keys, 0, 6)
+        self._get_command = PackedScript("get" + self._variant, self._get_keys, 2, 6)
+        self._ack_command = PackedScript("ack" + self._variant, self._task_keys, 1, 2)
+
+    def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
+             *, mutating: bool = True) -> Any:
+        """Run one of this kind of queue's scripts (see connection._script_source)."""
+        return self._backend.run(script + self._variant, keys, args, mutating=mutating)
+
+    # -- the kind of queue: FIFO here; LIFO and priority override (pressure/ordered.py) ---
+
+    def _order_key(self, item: Any) -> bytes:
+        """The order key sent with a put (see lua/items_zset.lua); FIFO has none."""
+        return b""
+
+    def _unwrap(self, item: bytes) -> bytes:
+        """The payload inside a stored item (FIFO stores the payload itself)."""
+        return item
+
+    def _peek_items(self, n: int) -> list[bytes]:
+        """The next ``n`` stored items, next-out first."""
+        raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
+        return list(reversed(raw))
+
+    def _count_items(self, pipe: Any) -> None:
+        """Queue the command that counts the stored items on a pipeline."""
+        pipe.llen(self._keys.base)
 
     # -- identity and configuration -------------------------------------------------
 
@@ -390,7 +422,8 @@ class Queue(Generic[T]):
         return self._backend.config.url
 
     def __repr__(self) -> str:
-        return f"<pressure.Queue name={self._name!r} prefix={self._prefix!r} url={self.url!r}>"
+        return (f"<pressure.{type(self).__name__} name={self._name!r} prefix={self._prefix!r} "
+                f"url={self.url!r}>")
 
     def __class_getitem__(cls, item: Any) -> Any:
         return super().__class_getitem__(item)  # type: ignore[misc]
@@ -417,10 +450,15 @@ class Queue(Generic[T]):
         k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
-            status, stored = self._backend.run(
-                "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed),
-                (0 if maxsize is None else maxsize,),
+            status, stored = self._run(
+                "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind),
+                (0 if maxsize is None else maxsize, self._KIND),
             )
+            if status == -2:
+                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
+                raise QueueExistsError(
+                    f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
+                )
             if status != -1:
                 break
             if time.monotonic() > deadline:
@@ -473,7 +511,7 @@ class Queue(Generic[T]):
         if self._pending_cancel:
             self._retry_cancels()
         args: list[bytes | str] = [self.client_id, payload, "1" if negative else "0", "0",
-                                   self._keys.inbox_prefix]
+                                   self._keys.inbox_prefix, self._order_key(item)]
         result = backend.script(self._put_command, args)
         if result >= 0:
             return
@@ -567,10 +605,10 @@ class Queue(Generic[T]):
         entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
         seq, deliveries, ms, payload = _parse_entry(entry)
         try:
-            item = serializers.loads(self._serializer, payload)
+            item = serializers.loads(self._serializer, self._unwrap(payload))
         except DeserializationError:
             # it will never load with this serializer: to the dead-letter list, not lost
-            self._backend.run("requeue", self._requeue_keys, (
+            self._run("requeue", self._requeue_keys, (
                 "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq))
             raise
         # default mode: received is acknowledged (this consumer's next get drops it)
@@ -680,7 +718,7 @@ class Queue(Generic[T]):
             received = [self._last_received[cid]] if cid in self._last_received else []
         keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid))
         client_id = cid.rpartition("#")[0]
-        return self._backend.run("get", keys, (cid, "cancel", "0", self._consumer_record(),
+        return self._run("get", keys, (cid, "cancel", "0", self._consumer_record(),
                                                self._lease_ms, client_id, *received))
 
     def _cancel_wait(self, cid: str) -> bytes:
@@ -721,7 +759,7 @@ class Queue(Generic[T]):
         return bool(acked)
 
     def _release(self, delivery: Delivery[T]) -> bool:
-        requeued, dead = self._backend.run("requeue", self._requeue_keys, (
+        requeued, dead = self._run("requeue", self._requeue_keys, (
             "release", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
             delivery.consumer, delivery.id))
         self._forget(delivery)
@@ -737,7 +775,7 @@ class Queue(Generic[T]):
         """Requeue deliveries whose visibility timeout or lease passed (at most once a second
         across all clients), and recover consumers on this host whose process is gone."""
         self._last_sweep = time.monotonic()
-        result = self._backend.run("requeue", self._requeue_keys, (
+        result = self._run("requeue", self._requeue_keys, (
             "sweep", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
             "", "", int(_SWEEP_INTERVAL * 1000)))
         if result[0] > 0 or result[1] > 0:
@@ -754,7 +792,7 @@ class Queue(Generic[T]):
         start, _, _ = rest.partition("|")
         if host != identity.hostname() or not pid.isdigit() or identity.is_alive(int(pid), start):
             return False
-        requeued, dead = self._backend.run("requeue", self._requeue_keys, (
+        requeued, dead = self._run("requeue", self._requeue_keys, (
             "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
             consumer, record))
         if requeued >= 0:
@@ -796,7 +834,7 @@ class Queue(Generic[T]):
         if seen is None or seen[0] != holder:
             self._suspects[free_key] = (holder or "", now)
         elif now - seen[1] >= _SPEC_HOLDER_GRACE:
-            if self._backend.run("restore", (free_key, role_key), (holder,)):
+            if self._run("restore", (free_key, role_key), (holder,)):
                 logger.warning("queue %r: %s was held by dead client %s: token restored",
                                self._name, free_key, holder)
             self._suspects.pop(free_key, None)
@@ -812,7 +850,7 @@ class Queue(Generic[T]):
         holding a role: it does not ask.
         """
         k = self._keys
-        result = self._backend.run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
+        result = self._run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
                                               k.not_full, k.closed, k.waiter, k.lease), ())
         if result == [_NO_QUEUE]:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -833,8 +871,7 @@ class Queue(Generic[T]):
         n = _count("n", n)
         if n == 0:
             return []
-        raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
-        return [serializers.loads(self._serializer, p) for p in reversed(raw)]
+        return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
 
     def in_flight(self) -> list[InFlight]:
         """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
@@ -857,7 +894,7 @@ class Queue(Generic[T]):
                     continue
                 seq, deliveries, ms, payload = _parse_entry(entry)
                 out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
-                                    max(now - ms / 1000, 0.0), payload))
+                                    max(now - ms / 1000, 0.0), self._unwrap(payload)))
         return out
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -871,7 +908,7 @@ class Queue(Generic[T]):
         out = []
         for entry in reversed(entries):
             seq, deliveries, ms, payload = _parse_entry(entry)
-            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), payload))
+            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
         return out
 
     def kick(self, n: int | None = None) -> int:
@@ -879,7 +916,7 @@ class Queue(Generic[T]):
         queue with a fresh delivery count. Returns how many moved."""
         k = self._keys
         count = -1 if n is None else _count("n", n)
-        return int(self._backend.run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
+        return int(self._run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
                                               k.bound, k.not_full), (count,)))
 
     def purge_dead(self) -> int:
@@ -906,7 +943,7 @@ class Queue(Generic[T]):
     # -- size and state -----------------------------------------------------------
 
     def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = self._backend.run("info", self._info_keys, (), mutating=False)
+        exists, length, bound, closed = self._run("info", self._info_keys, (), mutating=False)
         if not exists:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
         return exists, length, self._parse_bound(bound), bool(closed)
@@ -937,13 +974,13 @@ class Queue(Generic[T]):
     def maxsize(self, value: int) -> None:
         bound = _maxsize_value(value)
         k = self._keys
-        if self._backend.run("set_bound", (k.base, k.bound, k.not_full), (bound,)) == _NO_QUEUE:
+        if self._run("set_bound", (k.base, k.bound, k.not_full), (bound,)) == _NO_QUEUE:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
 
     @property
     def exists(self) -> bool:
         """Whether the queue exists (protocol Exists)."""
-        return bool(self._backend.run("info", self._info_keys, (), mutating=False)[0])
+        return bool(self._run("info", self._info_keys, (), mutating=False)[0])
 
     @property
     def closed(self) -> bool:
@@ -962,7 +999,7 @@ class Queue(Generic[T]):
         pipe = client.pipeline(transaction=True)
         pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
                   k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
-        pipe.llen(k.base)
+        self._count_items(pipe)
         pipe.exists(k.closed)
         pipe.llen(k.dead)
         values, length, closed, dead = self._backend.call("statistics", pipe.execute)
@@ -1008,7 +1045,7 @@ class Queue(Generic[T]):
     @property
     def unfinished_tasks(self) -> int:
         """Items put (by any client) and not yet marked done."""
-        unfinished, _ = self._backend.run("join_check", self._task_keys, (), mutating=False)
+        unfinished, _ = self._run("join_check", self._task_keys, (), mutating=False)
         if unfinished == _NO_QUEUE:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
         return int(unfinished)
@@ -1025,7 +1062,7 @@ class Queue(Generic[T]):
         backend = self._backend
         stream = self._keys.all_tasks_done
         while True:
-            unfinished, last = backend.run("join_check", self._task_keys, (), mutating=False)
+            unfinished, last = self._run("join_check", self._task_keys, (), mutating=False)
             if unfinished == _NO_QUEUE:
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
             if unfinished <= 0:
@@ -1072,7 +1109,7 @@ class Queue(Generic[T]):
         keys = (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
                 k.tasks_done, k.discarded, k.all_tasks_done)
         while True:
-            result = self._backend.run("drain", keys, (self.client_id,))
+            result = self._run("drain", keys, (self.client_id,))
             if result == _NO_QUEUE:
                 raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
             if result != _BUSY:
@@ -1090,7 +1127,7 @@ class Queue(Generic[T]):
         first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter, k.lease,
                  k.consumers)
         keys = (*first, *(key for key in k.all_keys() if key not in first))
-        result = self._backend.run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix))
+        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix))
         while True:
             if result == 1:
                 return
@@ -1104,7 +1141,7 @@ class Queue(Generic[T]):
             else:
                 self._recover_waiter()
                 self._wait_token(k.consumer_free, self._backend.slice)
-            result = self._backend.run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix))
+            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix))
 
     # -- iteration and resources ----------------------------------------------------
 

@@ -410,14 +410,25 @@ def test_unusual_names_work_and_name_the_keys_exactly(make_queue: Any, r: redis.
 @pytest.mark.parametrize(("name", "error", "message"), [
     ("", ValueError, r"^queue name must not be empty$"),
     (b"bytes", TypeError, r"^queue name must be a str, not bytes$"),
-    (42, TypeError, r"^queue name must be a str, not int$"),
     (["q"], TypeError, r"^queue name must be a str, not list$"),
+    (True, TypeError, r"^queue name must be a str, not bool$"),
 ])
 def test_bad_names_are_refused_before_touching_redis(r: redis.Redis, url: str, prefix: str, name: Any,
                                                      error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         pressure.Queue(name, url=url, prefix=prefix)
     assert _queue_keys(r, prefix) == []
+
+
+def test_an_int_name_is_a_maxsize_only_when_no_maxsize_follows(r: redis.Redis, url: str, prefix: str) -> None:
+    """``queue.Queue(10)`` stays valid after ``import pressure as queue``; ``Queue(42, 5)`` is no such call."""
+    with pytest.raises(TypeError, match=r"^queue name must be a str, not int$"):
+        pressure.Queue(42, 5, url=url, prefix=prefix)
+    assert _queue_keys(r, prefix) == []
+    q: pressure.Queue[Any] = pressure.Queue(10, url=url, prefix=prefix)
+    assert q.maxsize == 10 and q.name.startswith("{anon-")
+    q.delete()
+    q.disconnect()
 
 
 def test_bad_prefix_and_client_id(r: redis.Redis, url: str, prefix: str) -> None:

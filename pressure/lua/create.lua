@@ -4,19 +4,25 @@
 -- KEYS[3] - :consumer_free
 -- KEYS[4] - :not_full
 -- KEYS[5] - :closed
+-- KEYS[6] - :pressure:kind ('lifo' or 'priority'; missing for a FIFO queue)
 -- ARGV[1] - bound to store when creating (0 = unbounded)
+-- ARGV[2] - the kind of queue: 'fifo', 'lifo' or 'priority'
 -- return {1, bound} if created, {0, bound} if it already existed,
 --        {-1, ''} if :bound is missing but other keys remain (a Delete is
---        running or was interrupted), so creating now would break the queue
+--        running or was interrupted), so creating now would break the queue,
+--        {-2, kind} if it exists as another kind of queue
 local stored = redis.call('GET', KEYS[1])
 if stored then
+  local kind = redis.call('GET', KEYS[6]) or 'fifo'
+  if kind ~= ARGV[2] then return {-2, kind} end
   return {0, stored}
 end
-if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) > 0 then
+if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]) > 0 then
   return {-1, ''}
 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('LPUSH', KEYS[2], 1)
 redis.call('LPUSH', KEYS[3], 1)
 redis.call('LPUSH', KEYS[4], 1)
+if ARGV[2] ~= 'fifo' then redis.call('SET', KEYS[6], ARGV[2]) end
 return {1, ARGV[1]}

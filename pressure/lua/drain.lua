@@ -1,6 +1,6 @@
 -- Discard every queued item with the consumer role (shutdown(immediate=True)).
 -- Unfinished tasks drop by the number discarded, never below zero.
--- KEYS[1] - the queue list
+-- KEYS[1] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2] - :bound
 -- KEYS[3] - :consumer_free
 -- KEYS[4] - :consumer
@@ -13,7 +13,7 @@
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
 if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
-local n = redis.call('LLEN', KEYS[1])  -- read first: a wrong type fails before any write
+local n = items_len(KEYS[1])  -- read first: a wrong type fails before any write
 local produced = counter(KEYS[6])
 local done = counter(KEYS[7])
 counter(KEYS[8])

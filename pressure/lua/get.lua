@@ -11,7 +11,7 @@
 -- default mode (consumer record ending in '|d') a consumer's next get drops
 -- what its in-flight list holds: the client takes back, before that, any
 -- entry it never received (mode 'cancel').
--- KEYS[1]  - the queue list
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
 -- KEYS[3]  - :consumer_free
 -- KEYS[4]  - :consumer
@@ -114,7 +114,7 @@ local bound = bound_of(raw)
 if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
 end
-local len = redis.call('LLEN', KEYS[1])
+local len = items_len(KEYS[1])
 local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong type changes nothing
 if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
   if mode == 'nowait' then return -3 end
@@ -131,10 +131,10 @@ end
 if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]) end
 if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
-  local item = redis.call('RPOP', KEYS[1])
+  local item = items_pop(KEYS[1])
   len = len - 1
   redis.call('INCR', KEYS[7])
-  redis.call('INCRBY', KEYS[8], #item)
+  redis.call('INCRBY', KEYS[8], items_size(item))
   keep_permit(KEYS[6], len, bound, permits)
   stop_waiting()
   local deliveries = 1

@@ -1,8 +1,8 @@
 -- Read the queue's state without taking a role (protocol Exists, Length, Closed).
--- KEYS[1] - the queue list
+-- KEYS[1] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2] - :bound
 -- KEYS[3] - :closed
 -- return {exists (0/1), length, bound ('' if missing), closed (0/1)}
 local bound = redis.call('GET', KEYS[2])
 if not bound then return {0, 0, '', 0} end
-return {1, redis.call('LLEN', KEYS[1]), bound, redis.call('EXISTS', KEYS[3])}
+return {1, items_len(KEYS[1]), bound, redis.call('EXISTS', KEYS[3])}

@@ -4,7 +4,7 @@
 -- If a consumer is registered as waiting (it holds the consumer role while the
 -- queue is empty), the oldest item goes straight into that consumer's inbox
 -- and the consumer's side of Get is done here: stats, role given back.
--- KEYS[1]  - the queue list
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
 -- KEYS[3]  - :producer_free
 -- KEYS[4]  - :producer
@@ -26,8 +26,9 @@
 --           given back when another client holds the producer role)
 -- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
 --           prefix followed by its identifier (same hash slot as the queue).
---           The entry handed over is '<seq>:<deliveries>:<ms>:<payload>',
+--           The entry handed over is '<seq>:<deliveries>:<ms>:<item>',
 --           as get.lua makes it
+-- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
 -- return the queue length after the put (>= 0) on success, or
 --   -1 full, nothing pushed
 --   -2 the producer role is held by another client and the queue is not full
@@ -48,7 +49,7 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
 end
 if ARGV[3] == '1' and bound > 0 then return -7 end
 -- every read comes before the first write: a key of the wrong type fails here, changing nothing
-local len = redis.call('LLEN', KEYS[1])
+local len = items_len(KEYS[1])
 local permits = redis.call('LLEN', KEYS[6])
 local consumer_free = redis.call('LLEN', KEYS[9])
 local waiter = redis.call('GET', KEYS[12])
@@ -72,13 +73,13 @@ if full then
 end
 redis.call('INCR', KEYS[7])
 redis.call('INCRBY', KEYS[8], #ARGV[2])
+local item = items_wrap(KEYS[15], ARGV[2], ARGV[6])
 if waiter and lease == waiter then
-  local item = ARGV[2]
   local deliveries = 1
   if len > 0 then
     -- items a plain spec producer (or a requeue) left while the consumer waited go first
-    item = redis.call('RPOP', KEYS[1])
-    redis.call('LPUSH', KEYS[1], ARGV[2])
+    items_push(KEYS[1], item)
+    item = items_pop(KEYS[1])
     if redis.call('EXISTS', KEYS[14]) == 1 then
       local digest = redis.sha1hex(item)
       deliveries = 1 + tonumber(redis.call('HGET', KEYS[14], digest) or '0')
@@ -89,11 +90,11 @@ if waiter and lease == waiter then
   redis.call('LPUSH', ARGV[5] .. waiter, redis.call('INCR', KEYS[15]) .. ':' .. deliveries .. ':'
       .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. item)
   redis.call('INCR', KEYS[10])
-  redis.call('INCRBY', KEYS[11], #item)
+  redis.call('INCRBY', KEYS[11], items_size(item))
   redis.call('DEL', KEYS[12])
   if consumer_free == 0 then redis.call('LPUSH', KEYS[9], 1) end
 else
-  len = redis.call('LPUSH', KEYS[1], ARGV[2])
+  len = items_push(KEYS[1], item)
 end
 keep_permit(KEYS[6], len, bound, permits)
 return len

@@ -1,7 +1,7 @@
 -- Operator repair: force the queue's tokens back to the protocol invariants,
 -- whoever holds them. Use when no client is acting (a live waiter simply
 -- registers again). Items are never touched.
--- KEYS[1] - the queue list
+-- KEYS[1] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2] - :bound
 -- KEYS[3] - :producer_free
 -- KEYS[4] - :consumer_free
@@ -32,7 +32,7 @@ end
 exactly(KEYS[3], 1, 'producer_free')
 exactly(KEYS[4], 1, 'consumer_free')
 local len = 0
-if redis.call('TYPE', KEYS[1])['ok'] == 'list' then len = redis.call('LLEN', KEYS[1]) end
+if redis.call('TYPE', KEYS[1])['ok'] == ITEMS_TYPE then len = items_len(KEYS[1]) end
 if bound == 0 or len < bound then exactly(KEYS[5], 1, 'not_full') else exactly(KEYS[5], 0, 'not_full') end
 local closed = redis.call('LLEN', KEYS[6])
 if closed > 0 and closed ~= 2 then exactly(KEYS[6], 2, 'closed') end

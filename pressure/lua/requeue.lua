@@ -14,7 +14,7 @@
 -- and are dropped; a reliable consumer's (mode 'r') are requeued.
 -- A requeued item leaves :stats:consumed_* (it is back in the list) and its
 -- delivery count is kept in :pressure:redeliveries under sha1(payload).
--- KEYS[1]  - the queue list
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :stats:consumed_messages
 -- KEYS[3]  - :stats:consumed_bytes
 -- KEYS[4]  - :consumer_free
@@ -48,9 +48,9 @@ local function requeue(entry)
     dead = dead + 1
     return
   end
-  redis.call('RPUSH', KEYS[1], payload)
+  items_return(KEYS[1], payload)
   redis.call('DECR', KEYS[2])
-  redis.call('DECRBY', KEYS[3], #payload)
+  redis.call('DECRBY', KEYS[3], items_size(payload))
   local digest = redis.sha1hex(payload)
   local known = tonumber(redis.call('HGET', KEYS[8], digest) or '0')
   if deliveries > known then redis.call('HSET', KEYS[8], digest, deliveries) end
@@ -85,7 +85,7 @@ end
 local function upkeep()
   local bound = bound_of(redis.call('GET', KEYS[11]))
   if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
-  keep_permit(KEYS[12], redis.call('LLEN', KEYS[1]), bound, redis.call('LLEN', KEYS[12]))
+  keep_permit(KEYS[12], items_len(KEYS[1]), bound, redis.call('LLEN', KEYS[12]))
 end
 
 local mode = ARGV[1]

@@ -1,0 +1,35 @@
+-- Where the items live, for FIFO queues (the protocol's layout): the list
+-- <prefix>:<name>, LPUSH in, RPOP out. Put in front of every script of a
+-- FIFO queue, after lib.lua; items_zset.lua defines the same functions for
+-- the ordered queues. An "item" here is what a delivery entry carries.
+local ITEMS_TYPE = 'list'
+
+-- How many items are queued (a key of another type is an error, before any write).
+local function items_len(key)
+  return redis.call('LLEN', key)
+end
+
+-- The item to store for a new payload (FIFO: the payload itself).
+local function items_wrap(seq_key, payload, order)
+  return payload
+end
+
+-- Queue a new item at the tail; return the new length.
+local function items_push(key, item)
+  return redis.call('LPUSH', key, item)
+end
+
+-- Take the next item out, or false.
+local function items_pop(key)
+  return redis.call('RPOP', key)
+end
+
+-- Put a delivered item back where it came from: the head, next out.
+local function items_return(key, item)
+  redis.call('RPUSH', key, item)
+end
+
+-- The payload bytes an item carries (for :stats:*_bytes).
+local function items_size(item)
+  return #item
+end

@@ -1,0 +1,40 @@
+-- Where the items live, for the ordered queues (LIFO and priority, a pressure
+-- extension): the sorted set <prefix>:<lifo|priority>:<name>, every score 0,
+-- so members sort by their bytes. A member is
+--   <order key><16-digit sequence><payload><8-digit length of the order key>
+-- The order key comes from the client (priority: an order-preserving encoding
+-- of the item; LIFO: empty) and the sequence from :pressure:delivery_seq
+-- (priority: rising, so equal keys come out first in, first out; LIFO:
+-- falling, so the newest comes out first). A plain spec client meets a sorted
+-- set where it expects a list, and fails with WRONGTYPE rather than reorder.
+-- The loader puts "local LIFO = true|false" in front of this file.
+local ITEMS_TYPE = 'zset'
+
+local function items_len(key)
+  return redis.call('ZCARD', key)
+end
+
+local function items_wrap(seq_key, payload, order)
+  local seq = redis.call('INCR', seq_key)
+  if LIFO then seq = 999999999999999 - seq end  -- exact in a Lua number (< 2^53)
+  return order .. string.format('%016d', seq) .. payload .. string.format('%08d', #order)
+end
+
+local function items_push(key, item)
+  redis.call('ZADD', key, 0, item)
+  return redis.call('ZCARD', key)
+end
+
+local function items_pop(key)
+  local popped = redis.call('ZPOPMIN', key)
+  return popped[1] or false
+end
+
+-- A member keeps its place in the order: back where it was.
+local function items_return(key, item)
+  redis.call('ZADD', key, 0, item)
+end
+
+local function items_size(item)
+  return #item - 24 - (tonumber(string.sub(item, -8)) or 0)
+end
