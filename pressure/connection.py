@@ -58,6 +58,7 @@ SCRIPT_NAMES = (
     "info",
     "set_bound",
     "delete",
+    "forget",
 )
 
 # connection kwargs that are plain data and survive pickling

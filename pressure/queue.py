@@ -46,6 +46,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import multiprocessing.util
 import numbers
 import os
 import time
@@ -83,6 +84,9 @@ _CREATE_WAIT = 5.0
 _MIN_WAIT = 0.005
 #: How often, at most, the clients of a queue sweep it for expired deliveries.
 _SWEEP_INTERVAL = 1.0
+#: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
+#: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
+_EXIT_PRIORITY = -10
 #: A plain spec client's dead-looking holder must look dead this long before its token is restored
 #: (a live one may be between taking the token and writing its identifier).
 _SPEC_HOLDER_GRACE = 0.5
@@ -146,6 +150,21 @@ def _count(name: str, value: Any) -> int:
     if value < 0:
         raise ValueError(f"{name} must be non-negative, not {value}")
     return int(value)
+
+
+def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
+    """Delete an anonymous queue as its creator exits, through a new handle built from
+    the original's configuration; a failure is logged, never raised."""
+    queue = cls.__new__(cls)
+    queue.__setstate__(state)
+    try:
+        queue.delete()
+    except QueueDoesNotExist:
+        pass  # deleted already
+    except PressureError as exc:
+        logger.warning("could not delete anonymous queue %r at exit: %s", queue.name, exc)
+    finally:
+        queue.disconnect()
 
 
 def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
@@ -263,13 +282,18 @@ class Queue(Generic[T]):
     Create) and attaches to it otherwise; an explicit ``maxsize`` that
     contradicts the stored bound raises ``QueueExistsError`` (a ValueError).
     ``name=None`` makes an anonymous queue with a unique name: pass the handle
-    (it pickles) to reach it from other processes. An integer in place of the
-    name is the maxsize of an anonymous queue, so ``queue.Queue(10)`` keeps
-    working after ``import pressure as queue``.
+    (it pickles) to reach it from other processes. An anonymous queue lives as
+    long as the process that created it, as a ``queue.Queue`` does: its keys are
+    deleted when that process exits (after multiprocessing has joined its
+    children), never by a copy of the handle in another process. An integer
+    in place of the name is the maxsize of an anonymous queue, so
+    ``queue.Queue(10)`` keeps working after ``import pressure as queue``.
     """
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
     _KIND = "fifo"
+    #: Deletes an anonymous queue when its creating process exits (None otherwise).
+    _exit_delete: multiprocessing.util.Finalize[None] | None
 
     def __init__(
         self,
@@ -290,6 +314,7 @@ class Queue(Generic[T]):
             raise ValueError("pass either url or connection, not both")
         if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
             name, maxsize = None, int(name)  # Queue(10), as queue.Queue(maxsize) is called
+        anonymous = name is None
         if name is None:
             name = f"{{anon-{uuid.uuid4().hex}}}"
         elif not isinstance(name, str):
@@ -317,6 +342,11 @@ class Queue(Generic[T]):
         }
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
         self._create(bound)
+        if anonymous:
+            # holds the configuration only, never this handle; runs in this process only
+            self._exit_delete = multiprocessing.util.Finalize(
+                None, _delete_at_exit, args=(type(self), self.__getstate__()),
+                exitpriority=_EXIT_PRIORITY)
 
     @staticmethod
     def _check_max_deliveries(value: Any) -> int | None:
@@ -331,6 +361,7 @@ class Queue(Generic[T]):
     def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
                client_id: str | None, backend: Backend, options: dict[str, Any]) -> None:
         self._options = options
+        self._exit_delete = None
         self._reliable: bool = options["reliable"]
         self._lease_ms = int(options["lease"] * 1000)
         # rounded up: a visibility of 0 ms would read as "never expires"
@@ -451,8 +482,10 @@ class Queue(Generic[T]):
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
             status, stored = self._run(
-                "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind),
-                (0 if maxsize is None else maxsize, self._KIND),
+                "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
+                           k.consumers, *(key for key in k.extension_keys()
+                                          if key not in (k.kind, k.consumers))),
+                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix),
             )
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -480,12 +513,27 @@ class Queue(Generic[T]):
             raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
         return int(text)
 
+    def _missing(self, forget: bool = True) -> QueueDoesNotExist:
+        """The error for a queue that is gone. Mutating calls (``forget``) first remove
+        what pressure kept beside it, which a plain spec client's Delete leaves behind;
+        inspection never changes anything. Best effort: the error is what matters."""
+        if forget:
+            k = self._keys
+            try:
+                self._run("forget", (k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
+                                     *(key for key in k.extension_keys()
+                                       if key not in (k.waiter, k.consumers))),
+                          (k.inbox_prefix, k.inflight_prefix))
+            except PressureError:
+                pass
+        return QueueDoesNotExist(f"queue {self._name!r} does not exist")
+
     def _raise_for(self, result: int) -> None:
         """Raise what a script result that ends the call means (closed, deleted, bad timeout)."""
         if result == _CLOSED:
             raise ShutDown(f"queue {self._name!r} is shut down")
         if result == _NO_QUEUE:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing()
         if result == _NEGATIVE:
             raise ValueError(_TIMEOUT_MESSAGE)
 
@@ -755,7 +803,7 @@ class Queue(Generic[T]):
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing()
         return bool(acked)
 
     def _release(self, delivery: Delivery[T]) -> bool:
@@ -853,7 +901,7 @@ class Queue(Generic[T]):
         result = self._run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
                                               k.not_full, k.closed, k.waiter, k.lease), ())
         if result == [_NO_QUEUE]:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing()
         reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
         recovered = []
         records = self._backend.call("HGETALL", self._backend.client().hgetall, k.consumers)
@@ -945,7 +993,7 @@ class Queue(Generic[T]):
     def _info(self) -> tuple[int, int, int, bool]:
         exists, length, bound, closed = self._run("info", self._info_keys, (), mutating=False)
         if not exists:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing(forget=False)
         return exists, length, self._parse_bound(bound), bool(closed)
 
     def qsize(self) -> int:
@@ -975,7 +1023,7 @@ class Queue(Generic[T]):
         bound = _maxsize_value(value)
         k = self._keys
         if self._run("set_bound", (k.base, k.bound, k.not_full), (bound,)) == _NO_QUEUE:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing()
 
     @property
     def exists(self) -> bool:
@@ -1005,7 +1053,7 @@ class Queue(Generic[T]):
         values, length, closed, dead = self._backend.call("statistics", pipe.execute)
         bound_raw, *counters, producer, consumer = values
         if bound_raw is None:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing(forget=False)
         names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
                  k.tasks_done, k.discarded)
         for name, value in zip(names, counters):
@@ -1040,14 +1088,14 @@ class Queue(Generic[T]):
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing()
 
     @property
     def unfinished_tasks(self) -> int:
         """Items put (by any client) and not yet marked done."""
         unfinished, _ = self._run("join_check", self._task_keys, (), mutating=False)
         if unfinished == _NO_QUEUE:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            raise self._missing(forget=False)
         return int(unfinished)
 
     def join(self) -> None:
@@ -1064,7 +1112,7 @@ class Queue(Generic[T]):
         while True:
             unfinished, last = self._run("join_check", self._task_keys, (), mutating=False)
             if unfinished == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+                raise self._missing(forget=False)
             if unfinished <= 0:
                 return
             backend.call("XREAD", backend.client().xread, {stream: last},
@@ -1088,7 +1136,7 @@ class Queue(Generic[T]):
                 (self.client_id, k.inbox_prefix),
             )
             if result == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+                raise self._missing()
             if result != _BUSY:
                 return
             self._recover_spec_holder(k.producer_free, k.producer)
@@ -1111,7 +1159,7 @@ class Queue(Generic[T]):
         while True:
             result = self._run("drain", keys, (self.client_id,))
             if result == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+                raise self._missing()
             if result != _BUSY:
                 return
             self._recover_waiter()
@@ -1128,11 +1176,14 @@ class Queue(Generic[T]):
                  k.consumers)
         keys = (*first, *(key for key in k.all_keys() if key not in first))
         result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix))
+        if self._exit_delete is not None:
+            self._exit_delete.cancel()
+            self._exit_delete = None
         while True:
             if result == 1:
                 return
             if result == _NO_QUEUE:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+                raise self._missing()
             if result == -8:
                 raise PressureError(f"queue {self._name!r} was created again while being deleted")
             if result == -10:

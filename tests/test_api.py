@@ -118,6 +118,8 @@ def test_anonymous_queues_are_unique(any_queue: Any) -> None:
     assert a.name != b.name and a.name.startswith("{anon-")
     a.put(1)
     assert b.empty()
+    a.delete()  # as its creator's exit would (the private server is gone by then)
+    b.delete()
 
 
 @pytest.mark.parametrize("name", ["with space", "a:b:c", "{tag}", "ünïcødé ✓", "x" * 300])

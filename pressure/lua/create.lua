@@ -1,12 +1,18 @@
 -- Create the queue if it does not exist (protocol Create), else attach to it.
+-- A fresh queue starts with none of pressure's keys a queue of the same name
+-- left behind (a plain spec client's Delete cannot know them).
 -- KEYS[1] - :bound
 -- KEYS[2] - :producer_free
 -- KEYS[3] - :consumer_free
 -- KEYS[4] - :not_full
 -- KEYS[5] - :closed
 -- KEYS[6] - :pressure:kind ('lifo' or 'priority'; missing for a FIFO queue)
+-- KEYS[7] - :pressure:consumers
+-- KEYS[8..] - pressure's other fixed keys of the queue
 -- ARGV[1] - bound to store when creating (0 = unbounded)
 -- ARGV[2] - the kind of queue: 'fifo', 'lifo' or 'priority'
+-- ARGV[3] - inbox key prefix (:pressure:inbox:)
+-- ARGV[4] - in-flight key prefix (:pressure:inflight:)
 -- return {1, bound} if created, {0, bound} if it already existed,
 --        {-1, ''} if :bound is missing but other keys remain (a Delete is
 --        running or was interrupted), so creating now would break the queue,
@@ -17,9 +23,13 @@ if stored then
   if kind ~= ARGV[2] then return {-2, kind} end
   return {0, stored}
 end
-if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]) > 0 then
+if not queue_gone(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) then
   return {-1, ''}
 end
+local others = {KEYS[6]}
+for i = 8, #KEYS do table.insert(others, KEYS[i]) end
+forget_queue(KEYS[7], ARGV[3], ARGV[4], others)
+redis.call('DEL', KEYS[7])
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('LPUSH', KEYS[2], 1)
 redis.call('LPUSH', KEYS[3], 1)

@@ -13,7 +13,8 @@
 -- entries of a default-mode consumer (record ending in '|d') were received,
 -- and are dropped; a reliable consumer's (mode 'r') are requeued.
 -- A requeued item leaves :stats:consumed_* (it is back in the list) and its
--- delivery count is kept in :pressure:redeliveries under sha1(payload).
+-- delivery count is kept in :pressure:redeliveries under sha1(payload). An
+-- entry that no consumed message accounts for is dropped, never requeued.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :stats:consumed_messages
 -- KEYS[3]  - :stats:consumed_bytes
@@ -43,6 +44,12 @@ local function requeue(entry)
   local seq, deliveries, ms, payload = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
   if not seq or seq == 's' then return end
   deliveries = tonumber(deliveries) or 1
+  if counter(KEYS[2]) < 1 then
+    -- every delivery of this queue counts in :stats:consumed_messages until requeued: with
+    -- none counted, the entry belongs to an earlier queue of this name (deleted and created
+    -- again by plain spec clients, which cannot know our keys): it must not enter this one
+    return
+  end
   if max_deliveries > 0 and deliveries >= max_deliveries then
     redis.call('LPUSH', KEYS[9], entry)
     dead = dead + 1

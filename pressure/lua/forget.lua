@@ -1,0 +1,20 @@
+-- Remove pressure's own keys of a queue that is gone (deleted by a plain spec
+-- client, which cannot know them). Run by a client that found the queue
+-- missing. Gone means: no :bound and neither role token list (a spec Delete
+-- deletes each token list once it holds that token; a pressure Delete removes
+-- everything in one step), and no registered waiter: a waiter holds the
+-- consumer role, and must find its registration to give the role back.
+-- KEYS[1] - :bound
+-- KEYS[2] - :producer_free
+-- KEYS[3] - :consumer_free
+-- KEYS[4] - :pressure:waiter
+-- KEYS[5] - :pressure:consumers (whose inbox and in-flight lists go too)
+-- KEYS[6..] - pressure's other fixed keys of the queue
+-- ARGV[1] - inbox key prefix (:pressure:inbox:)
+-- ARGV[2] - in-flight key prefix (:pressure:inflight:)
+-- return how many keys were deleted, or -1 if the queue is not gone
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 then return -1 end
+local others = {}
+for i = 6, #KEYS do table.insert(others, KEYS[i]) end
+local deleted = forget_queue(KEYS[5], ARGV[1], ARGV[2], others)
+return deleted + redis.call('DEL', KEYS[5])
