@@ -10,6 +10,8 @@ speaks the pressure protocol v0.15, so any conforming client shares its queues::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import BackendError as BackendError
 from .errors import DeserializationError as DeserializationError
 from .errors import Empty as Empty
@@ -26,6 +28,7 @@ from .ordered import LifoQueue as LifoQueue
 from .ordered import PriorityQueue as PriorityQueue
 from .queue import Queue as Queue
 from .queue import QueueStatistics as QueueStatistics
+from .simple import SimpleQueue as SimpleQueue
 
 __version__ = "0.1.0"
 
@@ -33,6 +36,7 @@ __all__ = [
     "Queue",
     "LifoQueue",
     "PriorityQueue",
+    "SimpleQueue",
     "QueueStatistics",
     "QueueKeys",
     "PressureError",
@@ -47,3 +51,15 @@ __all__ = [
     "BackendError",
     "OutcomeUnknown",
 ]
+
+if TYPE_CHECKING:
+    from . import multiprocessing as multiprocessing
+else:
+
+    def __getattr__(name: str) -> object:
+        """``pressure.multiprocessing`` is imported on first use, never by ``import pressure``."""
+        if name == "multiprocessing":
+            import importlib
+
+            return importlib.import_module(f"{__name__}.multiprocessing")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
