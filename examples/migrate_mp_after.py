@@ -1,0 +1,48 @@
+"""Migration guide, pair 1 (after): ``migrate_mp_before.py`` with its queues in Redis.
+
+Only the import changed: ``pressure.multiprocessing`` forwards ``Process`` and
+the rest to the stdlib and makes ``Queue`` a pressure queue with
+multiprocessing semantics (anonymous, deleted when this process exits).
+Redis is ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``)::
+
+    REDIS_URL=redis://127.0.0.1:6379/0 python examples/migrate_mp_after.py
+"""
+
+from __future__ import annotations
+
+import pressure.multiprocessing as multiprocessing
+from typing import Any
+
+TASKS = 100
+WORKERS = 3
+
+
+def worker(tasks: Any, results: Any) -> None:
+    """Square numbers until the ``None`` sentinel arrives."""
+    for n in iter(tasks.get, None):
+        results.put((n, n * n))
+
+
+def main() -> None:
+    tasks = multiprocessing.Queue(maxsize=10)
+    results = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=worker, args=(tasks, results))
+               for _ in range(WORKERS)]
+    for w in workers:
+        w.start()
+    for n in range(TASKS):
+        tasks.put(n)  # blocks while 10 tasks are waiting
+    for _ in workers:
+        tasks.put(None)  # one sentinel per worker: stop
+    # collect before joining: a worker exits only once its results are sent
+    done = dict(results.get(timeout=30) for _ in range(TASKS))
+    for w in workers:
+        w.join()
+    tasks.close()  # this process is done with both queues
+    results.close()
+    squares = sum(done.values())
+    print(f"{len(done)} tasks done by {WORKERS} worker processes, sum of squares {squares}")
+
+
+if __name__ == "__main__":
+    main()
