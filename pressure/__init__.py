@@ -50,16 +50,34 @@ __all__ = [
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "Executor",
+    "ExecutorStatistics",
+    "BrokenExecutor",
+    "WorkerLost",
 ]
 
 if TYPE_CHECKING:
     from . import multiprocessing as multiprocessing
+    from .errors import BrokenExecutor as BrokenExecutor
+    from .errors import WorkerLost as WorkerLost
+    from .executor import Executor as Executor
+    from .executor import ExecutorStatistics as ExecutorStatistics
 else:
+    _LAZY = {
+        "multiprocessing": (".multiprocessing", None),
+        "Executor": (".executor", "Executor"),
+        "ExecutorStatistics": (".executor", "ExecutorStatistics"),
+        "BrokenExecutor": (".errors", "BrokenExecutor"),
+        "WorkerLost": (".errors", "WorkerLost"),
+    }
 
     def __getattr__(name: str) -> object:
-        """``pressure.multiprocessing`` is imported on first use, never by ``import pressure``."""
-        if name == "multiprocessing":
+        """``pressure.multiprocessing`` and the executor are imported on first use, never by
+        ``import pressure`` (as concurrent.futures loads its executors)."""
+        if name in _LAZY:
             import importlib
 
-            return importlib.import_module(f"{__name__}.multiprocessing")
+            module, attribute = _LAZY[name]
+            loaded = importlib.import_module(module, __name__)
+            return loaded if attribute is None else getattr(loaded, attribute)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,12 +4,13 @@ Subcommands:
 
 * ``bench`` - throughput and latency of pressure.Queue against raw redis-py,
   multiprocessing.Queue and the protocol's literal command sequence
-  (see ``pressure.bench``).
+  (see ``pressure.bench``);
+* ``worker NAME`` - worker processes for the ``pressure.Executor`` named NAME,
+  on this host, until SIGINT or SIGTERM (see ``pressure.worker``).
 
 Each subcommand registers its options with ``add_arguments(parser)`` and runs
-from the parsed namespace with ``main(args) -> int``; adding one (a ``worker``,
-say) is one more entry in ``SUBCOMMANDS``. Without a subcommand the help is
-printed.
+from the parsed namespace with ``main(args) -> int``; adding one is one more
+entry in ``SUBCOMMANDS``. Without a subcommand the help is printed.
 """
 
 from __future__ import annotations
@@ -28,9 +29,16 @@ def _bench() -> ModuleType:
     return bench
 
 
+def _worker() -> ModuleType:
+    from . import worker
+
+    return worker
+
+
 #: name -> (one-line help, loader of the module providing add_arguments and main)
 SUBCOMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "bench": ("measure throughput and latency against raw redis-py and other queues", _bench),
+    "worker": ("run worker processes for a pressure.Executor", _worker),
 }
 
 

@@ -59,6 +59,9 @@ SCRIPT_NAMES = (
     "set_bound",
     "delete",
     "forget",
+    "touch",
+    "claim",
+    "cancel",
 )
 
 # connection kwargs that are plain data and survive pickling

@@ -12,14 +12,17 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     ├── SerializationError(PressureError, ValueError) # item could not be (de)serialized
     │   └── DeserializationError                      # carries the raw bytes
     ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
-    └── BackendError(PressureError)                   # Redis failed; redis error on __cause__
-        └── OutcomeUnknown                            # the command may or may not have run
+    ├── BackendError(PressureError)                   # Redis failed; redis error on __cause__
+    │   └── OutcomeUnknown                            # the command may or may not have run
+    └── BrokenExecutor(PressureError, concurrent.futures.BrokenExecutor)
+        └── WorkerLost                                # a task's workers died max_attempts times
 
 All of them pickle with their arguments, so they survive crossing processes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as _futures
 import queue as _stdlib_queue
 import sys
 
@@ -35,6 +38,8 @@ __all__ = [
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "BrokenExecutor",
+    "WorkerLost",
 ]
 
 
@@ -95,3 +100,11 @@ class BackendError(PressureError):
 
 class OutcomeUnknown(BackendError):
     """Raised when the connection broke after a command was sent: it may or may not have run."""
+
+
+class BrokenExecutor(PressureError, _futures.BrokenExecutor):
+    """Raised when a ``pressure.Executor`` cannot run tasks (e.g. a worker initializer failed)."""
+
+
+class WorkerLost(BrokenExecutor):
+    """A task's future fails with this when its worker died mid-task ``max_attempts`` times."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QueueKeys", "DEFAULT_PREFIX", "KINDS"]
+__all__ = ["QueueKeys", "ExecutorKeys", "DEFAULT_PREFIX", "KINDS"]
 
 DEFAULT_PREFIX = "__pressure__"
 #: The kinds of queue: the protocol's FIFO, and the two ordered extensions.
@@ -125,3 +125,49 @@ class QueueKeys:
 
     def all_keys(self) -> tuple[str, ...]:
         return self.protocol_keys() + self.extension_keys()
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorKeys:
+    """The keys of a ``pressure.Executor`` named ``<name>``: two pressure queues
+    (``<name>:tasks``, and ``<name>:results:<executor id>`` per executor) and,
+    under ``<prefix>:<name>:executor:``, its own bookkeeping."""
+
+    #: The task queue's name (a reliable pressure queue).
+    tasks: str
+    #: The prefix of each executor's result queue name.
+    results_prefix: str
+    #: Hash: task id -> 'cancel', or 'run:<worker>' once a worker started it.
+    claims: str
+    #: Hash: worker id -> its last heartbeat, in ms (server time).
+    workers: str
+    #: The pickled (initializer, initargs) for workers that join from elsewhere.
+    config: str
+    #: Why the executor is broken (a worker's initializer failed), if it is.
+    broken: str
+    #: Counters: tasks done, failed (raised), retried (delivered again), lost.
+    done: str
+    failed: str
+    retried: str
+    lost: str
+
+    @classmethod
+    def build(cls, prefix: str, name: str) -> ExecutorKeys:
+        ext = f"{prefix}:{name}:executor"
+        return cls(
+            tasks=f"{name}:tasks",
+            results_prefix=f"{name}:results:",
+            claims=f"{ext}:claims",
+            workers=f"{ext}:workers",
+            config=f"{ext}:config",
+            broken=f"{ext}:broken",
+            done=f"{ext}:stats:done",
+            failed=f"{ext}:stats:failed",
+            retried=f"{ext}:stats:retried",
+            lost=f"{ext}:stats:lost",
+        )
+
+    def all_keys(self) -> tuple[str, ...]:
+        """Its own keys (not those of its queues)."""
+        return (self.claims, self.workers, self.config, self.broken, self.done, self.failed,
+                self.retried, self.lost)

@@ -203,6 +203,12 @@ class Delivery(Generic[T]):
         to the dead-letter list). False if it was already acknowledged or requeued."""
         return self._queue._release(self)
 
+    def touch(self) -> bool:
+        """Restart this delivery's visibility timeout (reliable mode): call it while
+        processing takes longer than the timeout, so the item is not redelivered
+        meanwhile. False if it was already acknowledged or requeued."""
+        return bool(self._queue._run("touch", (self._queue._keys.inflight(self.consumer),), (self.id,)))
+
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
@@ -347,6 +353,23 @@ class Queue(Generic[T]):
             self._exit_delete = multiprocessing.util.Finalize(
                 None, _delete_at_exit, args=(type(self), self.__getstate__()),
                 exitpriority=_EXIT_PRIORITY)
+
+    @classmethod
+    def _from_config(cls, name: str, config: ConnectionConfig, *, prefix: str,
+                     serializer: str | serializers.Serializer = "pickle", create: bool = True,
+                     reliable: bool = False, visibility_timeout: float = 30.0,
+                     max_deliveries: int | None = 10) -> Queue[Any]:
+        """A handle from a ``ConnectionConfig`` (what a handle pickles as), for pressure's own
+        processes (executor workers). ``create=False`` attaches only: a queue that does not
+        exist is never made, and using the handle raises QueueDoesNotExist."""
+        q: Queue[Any] = cls.__new__(cls)
+        options = {"reliable": bool(reliable),
+                   "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
+                   "lease": 10.0, "max_deliveries": cls._check_max_deliveries(max_deliveries)}
+        q._setup(name, prefix, serializer, None, Backend(config), options)
+        if create:
+            q._create(None)
+        return q
 
     @staticmethod
     def _check_max_deliveries(value: Any) -> int | None:

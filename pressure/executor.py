@@ -1,0 +1,433 @@
+"""``pressure.Executor``: ``concurrent.futures`` with workers on any host.
+
+Tasks travel through a reliable pressure queue, ``<name>:tasks`` (bounded by
+``max_pending`` if given, which makes ``submit`` block: backpressure), to
+workers started by the executor itself (when none is alive anywhere) or
+joined from other hosts with ``python -m pressure worker <name>``; see
+pressure/worker.py for a worker's side. Each executor reads its results from
+its own queue, ``<name>:results:<executor id>``, in one background thread
+that completes the futures.
+
+Futures are ``concurrent.futures.Future`` objects (a subclass), so ``wait``,
+``as_completed``, callbacks and mixing with other executors' futures work.
+``cancel()`` asks Redis first: it succeeds only if no worker has started the
+task (claim.lua / cancel.lua decide atomically), so a cancelled future never
+runs anywhere.
+
+A worker killed mid-task leaves the task in flight; it is delivered again to
+another worker (at least once), and after ``max_attempts`` deliveries its
+future fails with ``WorkerLost`` naming the task.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import itertools
+import logging
+import os
+import pickle
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .connection import Backend, ConnectionConfig
+from .errors import BrokenExecutor, Empty, ShutDown
+from .keys import DEFAULT_PREFIX, ExecutorKeys
+from .queue import Queue
+from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
+
+__all__ = ["Executor", "ExecutorStatistics"]
+
+logger = logging.getLogger("pressure")
+
+#: How long the result thread waits for a result before it looks around
+#: (shutdown, a broken executor, dead local workers).
+_POLL = 0.25
+#: Finished tasks' claims are removed from Redis in batches of at most this many.
+_CLAIM_BATCH = 256
+
+_executors: weakref.WeakSet[Executor] = weakref.WeakSet()
+_exiting = threading.Event()
+
+
+def _python_exit() -> None:
+    """At interpreter exit (before non-daemon threads are joined): pending work still
+    completes, as with ProcessPoolExecutor, then each result thread ends."""
+    _exiting.set()
+    for executor in list(_executors):
+        if executor._thread is None:
+            executor._cleanup()  # never used: its result queue (and an anonymous one's keys) go
+
+
+threading._register_atexit(_python_exit)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorStatistics:
+    """A snapshot of an executor's work, across every executor and worker sharing its name."""
+
+    #: Tasks waiting in the task queue.
+    queued: int
+    #: Tasks a worker has taken and not finished.
+    running: int
+    #: Tasks finished with a result.
+    done: int
+    #: Tasks finished by raising.
+    failed: int
+    #: Deliveries of a task after its first (its worker died or vanished).
+    retried: int
+    #: Tasks given up after ``max_attempts`` deliveries (their futures got WorkerLost).
+    lost: int
+    #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
+    workers: tuple[str, ...]
+
+
+def _process_chunk(fn: Callable[..., Any], chunk: list[tuple[Any, ...]]) -> list[Any]:
+    return [fn(*args) for args in chunk]
+
+
+def _chunks(iterables: tuple[Iterable[Any], ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
+    it = zip(*iterables)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def _chain(lists: Iterator[list[Any]]) -> Iterator[Any]:
+    for chunk in lists:
+        chunk.reverse()
+        while chunk:
+            yield chunk.pop()
+
+
+class _TaskFuture(Future):  # type: ignore[type-arg]
+    """A Future whose ``cancel()`` first makes sure, in Redis, that no worker runs it."""
+
+    def __init__(self, executor: Executor, task_id: str) -> None:
+        super().__init__()
+        self._executor = executor
+        self._task_id = task_id
+
+    def cancel(self) -> bool:
+        with self._condition:
+            if self._state != "PENDING":
+                return super().cancel()
+        if self._executor._cancel_task(self._task_id):
+            return super().cancel()
+        with self._condition:
+            if self._state == "PENDING":
+                self._state = "RUNNING"  # a worker has started it
+        return super().cancel()
+
+
+class Executor(concurrent.futures.Executor):
+    """An Executor whose tasks run in worker processes on any host.
+
+    ``Executor(name)`` attaches to the task queue ``name`` (creating it); an
+    anonymous executor (``name=None``) gets a unique name, and its keys go
+    when it shuts down. ``max_workers`` local worker processes are started on
+    first use if no worker of this name is alive anywhere (``local_workers=True``
+    starts them regardless, ``False`` never). ``initializer(*initargs)`` runs in
+    every worker as it starts (workers that join from other hosts read it
+    from Redis, so it must pickle there); if it fails, the executor is broken.
+    ``max_attempts`` bounds the deliveries of a task whose workers die;
+    ``max_pending`` bounds the task queue (``submit`` then blocks);
+    ``visibility_timeout`` is how long a silent worker keeps its task (live
+    workers renew it every second).
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        url: str | None = None,
+        connection: redis.Redis | None = None,
+        prefix: str | None = None,
+        max_workers: int | None = None,
+        mp_context: Any = None,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+        max_attempts: int = 3,
+        max_pending: int | None = None,
+        visibility_timeout: float = 30.0,
+        local_workers: bool | None = None,
+    ) -> None:
+        if max_workers is None:
+            max_workers = os.cpu_count() or 1
+        elif max_workers <= 0:
+            raise ValueError("max_workers must be greater than 0")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+        if url is not None and connection is not None:
+            raise ValueError("pass either url or connection, not both")
+        if connection is not None:
+            config = ConnectionConfig.from_pool(connection.connection_pool)
+        elif url is not None:
+            config = ConnectionConfig.from_url(url)
+        else:
+            config = ConnectionConfig.from_environment()
+        self._anonymous = name is None
+        self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
+        self._prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+        self._config = config
+        self._keys = ExecutorKeys.build(self._prefix, self._name)
+        self._backend = Backend(config, connection)
+        self._max_workers = max_workers
+        self._mp_context = mp_context
+        self._initializer, self._initargs = initializer, initargs
+        self._max_attempts = max_attempts
+        self._visibility_timeout = visibility_timeout
+        self._local_workers = local_workers
+        self._tasks: Queue[Task] = Queue._from_config(
+            self._keys.tasks, config, prefix=self._prefix, reliable=True,
+            visibility_timeout=visibility_timeout, max_deliveries=None)
+        if max_pending is not None and self._tasks.maxsize != max_pending:
+            self._tasks.maxsize = max_pending
+        self._id = uuid.uuid4().hex[:12]
+        self._results: Queue[bytes] = Queue._from_config(
+            self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes")
+        self._futures: dict[str, _TaskFuture] = {}
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self._cleaned = False
+        self._broken: str | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: WorkerPool | None = None
+        client = self._backend.client()
+        client.delete(self._keys.broken)  # a failure of an earlier run is not ours
+        if initializer is not None:
+            try:
+                client.set(self._keys.config, pickle.dumps((initializer, initargs)))
+            except (pickle.PicklingError, AttributeError, TypeError):
+                pass  # local workers get it directly; remote ones cannot
+        _executors.add(self)
+
+    @property
+    def name(self) -> str:
+        """The executor's name: workers join it with ``python -m pressure worker <name>``."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<pressure.Executor name={self._name!r} url={self._backend.config.url!r}>"
+
+    # -- submitting ---------------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._lock:
+            if self._broken is not None:
+                raise BrokenExecutor(self._broken)
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if _exiting.is_set():
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+            task_id = f"{self._id}-{next(self._counter)}"
+            future = _TaskFuture(self, task_id)
+            self._futures[task_id] = future
+            self._start()
+        try:
+            body = pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - as ProcessPoolExecutor: the future fails
+            self._futures.pop(task_id, None)
+            future.set_exception(exc)
+            return future
+        try:
+            self._tasks.put(Task(task_id, self._results.name, self._max_attempts, body))
+        except BaseException:
+            self._futures.pop(task_id, None)
+            raise
+        return future
+
+    submit.__doc__ = concurrent.futures.Executor.submit.__doc__
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: float | None = None,
+            chunksize: int = 1) -> Iterator[Any]:
+        """Returns an iterator equivalent to map(fn, iter).
+
+        Args:
+            fn: A callable that will take as many arguments as there are
+                passed iterables.
+            timeout: The maximum number of seconds to wait. If None, then there
+                is no limit on the wait time.
+            chunksize: If greater than one, the iterables will be chopped into
+                chunks of size chunksize and submitted to the workers as one
+                task each.
+
+        Returns:
+            An iterator equivalent to: map(func, *iterables) but the calls may
+            be evaluated out-of-order.
+
+        Raises:
+            TimeoutError: If the entire result iterator could not be generated
+                before the given timeout.
+            Exception: If fn(*args) raises for any values.
+        """
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1.")
+        results = super().map(functools.partial(_process_chunk, fn), _chunks(iterables, chunksize),
+                              timeout=timeout)
+        return _chain(results)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            pending = list(self._futures.values())
+            thread = self._thread
+        if cancel_futures:
+            for future in pending:
+                future.cancel()
+        if thread is None:
+            self._cleanup()
+        elif wait:
+            thread.join()
+
+    shutdown.__doc__ = concurrent.futures.Executor.shutdown.__doc__
+
+    # -- inspection ---------------------------------------------------------------
+
+    def statistics(self) -> ExecutorStatistics:
+        """Tasks queued, running, done, failed, retried and lost, and the workers alive."""
+        k = self._keys
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        pipe.hgetall(k.workers)
+        pipe.mget(k.done, k.failed, k.retried, k.lost)
+        (seconds, micros), workers, counters = self._backend.call("statistics", pipe.execute)
+        now = seconds * 1000 + micros // 1000
+        alive = tuple(sorted(w.decode(errors="replace") for w, ms in workers.items()
+                             if now - int(ms) < ALIVE_FOR * 1000))
+        done, failed, retried, lost = (int(v or 0) for v in counters)
+        return ExecutorStatistics(self._tasks.qsize(), len(self._tasks.in_flight()), done, failed,
+                                  retried, lost, alive)
+
+    def workers_alive(self) -> int:
+        """How many workers of this name, on any host, were heard from in the last few seconds."""
+        return len(self.statistics().workers)
+
+    # -- the result thread --------------------------------------------------------
+
+    def _start(self) -> None:
+        """On first use (lock held): local workers if needed, and the result thread."""
+        if self._thread is not None:
+            return
+        if self._local_workers or (self._local_workers is None and self.workers_alive() == 0):
+            self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
+                                    processes=self._max_workers,
+                                    visibility_timeout=self._visibility_timeout,
+                                    initializer=self._initializer, initargs=self._initargs,
+                                    mp_context=self._mp_context).start()
+        self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
+        self._thread.start()
+
+    def _collect(self) -> None:
+        """Complete futures from the result queue until shut down with nothing pending."""
+        finished: list[str] = []
+        last_look = 0.0
+        try:
+            while True:
+                try:
+                    raw = self._results.get(timeout=_POLL)
+                except Empty:
+                    raw = None
+                except ShutDown:  # our result queue was deleted under us
+                    self._break("the executor's result queue was deleted")
+                    return
+                if raw is not None:
+                    task_id, _, data = raw.partition(b"\n")
+                    finished.append(task_id.decode())
+                    self._complete(task_id.decode(), data)
+                if len(finished) >= _CLAIM_BATCH or (finished and raw is None):
+                    self._backend.client().hdel(self._keys.claims, *finished)
+                    finished.clear()
+                if raw is None or time.monotonic() - last_look > 1.0:
+                    last_look = time.monotonic()
+                    self._look_around()
+                    with self._lock:
+                        if (self._shutdown or _exiting.is_set()) and not self._futures:
+                            return
+        except BaseException as exc:
+            logger.exception("pressure executor %r: the result thread failed", self._name)
+            self._break(f"the result thread failed: {exc!r}")
+        finally:
+            if finished:
+                try:
+                    self._backend.client().hdel(self._keys.claims, *finished)
+                except redis.RedisError:
+                    pass
+            self._cleanup()
+
+    def _complete(self, task_id: str, data: bytes) -> None:
+        future = self._futures.pop(task_id, None)
+        if future is None or future.done():
+            return
+        try:
+            ok, value = unpack_outcome(data)
+        except Exception as exc:  # noqa: BLE001 - e.g. the result's class cannot be imported here
+            ok, value = False, exc
+        try:
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled meanwhile
+
+    def _look_around(self) -> None:
+        """A worker's initializer failed (the executor is broken); local workers died."""
+        broken: Any = self._backend.client().get(self._keys.broken)
+        if broken is not None:
+            self._break(broken.decode(errors="replace"))
+        elif self._pool is not None:
+            self._pool.check()
+
+    def _break(self, reason: str) -> None:
+        """Fail every pending future with BrokenExecutor; later submits raise it."""
+        with self._lock:
+            self._broken = reason
+            pending = list(self._futures.values())
+            self._futures.clear()
+        for future in pending:
+            try:
+                future.set_exception(BrokenExecutor(reason))
+            except concurrent.futures.InvalidStateError:
+                pass
+
+    def _cancel_task(self, task_id: str) -> bool:
+        """Cancel a task no worker has started; False if one has."""
+        if not self._backend.run("cancel", (self._keys.claims,), (task_id,)):
+            return False
+        self._futures.pop(task_id, None)
+        return True
+
+    def _cleanup(self) -> None:
+        """After the last result: stop local workers; remove the result queue, and an anonymous
+        executor's task queue and keys. Once."""
+        with self._lock:
+            if self._cleaned:
+                return
+            self._cleaned = True
+        if self._pool is not None:
+            self._pool.stop()
+            self._pool = None
+        try:
+            self._results.delete()
+        except ShutDown:
+            pass
+        if self._anonymous:
+            try:
+                self._tasks.delete()
+            except ShutDown:
+                pass
+            self._backend.client().delete(*self._keys.all_keys())
+        self._results.disconnect()
+        self._tasks.disconnect()

@@ -1,0 +1,17 @@
+-- Extend a delivery's visibility timeout: re-stamp its entry in the consumer's
+-- in-flight list with the server's time, so the sweep counts the timeout from
+-- now (a long task that is still running is never redelivered).
+-- KEYS[1] - the consumer's in-flight list (:pressure:inflight:<id>)
+-- ARGV[1] - delivery number
+-- return 1 if touched, 0 if the entry is gone (acknowledged or requeued)
+local prefix = ARGV[1] .. ':'
+for i, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  if string.sub(entry, 1, #prefix) == prefix then
+    local deliveries, rest = string.match(entry, '^[^:]*:([^:]*):[^:]*:(.*)$')
+    local now = redis.call('TIME')
+    redis.call('LSET', KEYS[1], i - 1, ARGV[1] .. ':' .. deliveries .. ':'
+        .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. rest)
+    return 1
+  end
+end
+return 0

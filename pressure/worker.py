@@ -1,0 +1,370 @@
+"""Workers of a ``pressure.Executor``: processes, on any host, that run its tasks.
+
+A worker takes tasks from the executor's task queue ``<name>:tasks`` (a
+reliable pressure queue: a task stays in Redis, in flight, until its result
+is sent) and runs them one at a time:
+
+1. a task delivered more than ``max_attempts`` times killed its workers
+   every time: its future fails with ``WorkerLost`` instead of running again;
+2. ``claim.lua`` marks it started, unless its future was cancelled (then it
+   is dropped: a cancelled future never runs);
+3. it runs, while a heartbeat thread restarts the delivery's visibility
+   timeout (so a long task is never redelivered while its worker lives) and
+   records the worker as alive;
+4. the outcome goes to the result queue of the executor that submitted it,
+   then the delivery is acknowledged. A worker killed before that leaves the
+   task in flight: pressure returns it to the queue when it finds the worker
+   dead (at once on the same host, after the visibility timeout elsewhere).
+
+Start workers with ``python -m pressure worker NAME --url ... --processes N``,
+or from Python with ``run_workers(NAME, url=..., processes=N)`` (blocks) or
+``WorkerPool`` (a context manager). An executor that finds no live worker
+starts its own local ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.context
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from . import identity
+from .connection import Backend, ConnectionConfig
+from .errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from .keys import DEFAULT_PREFIX, ExecutorKeys
+from .queue import Queue
+
+__all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
+
+logger = logging.getLogger("pressure")
+
+#: How often a worker records that it is alive, and touches its running task's delivery.
+HEARTBEAT = 1.0
+#: A worker not heard from for this long is not counted as alive.
+ALIVE_FOR = 5.0
+#: How long one wait for a task lasts before the worker checks whether it should stop.
+_POLL = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """What travels through the task queue. ``body`` is the pickled ``(fn, args, kwargs)``,
+    kept apart so that a function the worker cannot import fails that task, not the worker."""
+
+    id: str
+    reply_to: str
+    max_attempts: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """Where a worker finds its executor (picklable: passed to worker processes)."""
+
+    name: str
+    config: ConnectionConfig
+    prefix: str
+    visibility_timeout: float
+
+
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, shown as the ``__cause__``
+    of the exception re-raised in the caller (as ProcessPoolExecutor shows it)."""
+
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return self.tb
+
+
+def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
+    """Pickle a task's outcome: ``(succeeded, data)``. An exception keeps its traceback
+    text. What cannot be pickled becomes an exception saying so: it fails that task, never
+    the worker."""
+    if not ok:
+        text = "".join(traceback.format_exception(type(value), value, value.__traceback__))
+        value.__traceback__ = None
+        try:
+            return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure
+            substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
+                                      f"which could not be pickled ({exc!r})")
+            return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
+    try:
+        return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        problem = pickle.PicklingError(f"the task's result could not be pickled: {exc!r}")
+        return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_outcome(data: bytes) -> tuple[bool, Any]:
+    """The result, or the exception with its remote traceback as ``__cause__``."""
+    ok, value, text = pickle.loads(data)
+    if not ok and isinstance(value, BaseException) and text:
+        value.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
+    return ok, value
+
+
+class _Worker:
+    """One worker process: take a task, run it, reply, acknowledge; until told to stop."""
+
+    def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
+        self.where = where
+        self.keys = ExecutorKeys.build(where.prefix, where.name)
+        self.backend = Backend(where.config)
+        self.tasks: Queue[Task] = Queue._from_config(
+            self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
+            visibility_timeout=where.visibility_timeout, max_deliveries=None)
+        self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
+        self.stop = stop
+        self.replies: dict[str, Queue[bytes]] = {}
+        self.current: Any = None  # the delivery being processed
+        self.lock = threading.Lock()
+
+    def heartbeat(self) -> None:
+        """Record this worker as alive, and keep the running task's delivery visible."""
+        client = self.backend.client()
+        while not self.stop():
+            try:
+                seconds, micros = client.time()
+                client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
+                with self.lock:
+                    delivery = self.current
+                if delivery is not None:
+                    delivery.touch()
+            except (redis.RedisError, PressureError) as exc:
+                logger.warning("worker %s: heartbeat failed: %s", self.id, exc)
+            time.sleep(HEARTBEAT)
+        with contextlib.suppress(redis.RedisError):
+            client.hdel(self.keys.workers, self.id)
+
+    def reply(self, task: Task, data: bytes) -> None:
+        """Send an outcome to the executor that submitted the task (if it is still there)."""
+        queue = self.replies.get(task.reply_to)
+        if queue is None:
+            queue = self.replies[task.reply_to] = Queue._from_config(
+                task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
+                create=False)
+        try:
+            queue.put(task.id.encode() + b"\n" + data)
+        except ShutDown:  # QueueDoesNotExist included: the executor is gone
+            self.replies.pop(task.reply_to).disconnect()
+
+    def run_one(self, delivery: Any) -> None:
+        task: Task = delivery.item
+        client = self.backend.client()
+        if delivery.deliveries > task.max_attempts:
+            client.incr(self.keys.lost)
+            lost = WorkerLost(f"task {task.id} was lost with its worker {delivery.deliveries - 1} "
+                              f"times (max_attempts={task.max_attempts}): it is not run again")
+            self.reply(task, pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL))
+            delivery.ack()
+            return
+        if not self.backend.run("claim", (self.keys.claims,), (task.id, self.id)):
+            delivery.ack()  # its future was cancelled: it never runs
+            return
+        if delivery.deliveries > 1:
+            client.incr(self.keys.retried)
+        with self.lock:
+            self.current = delivery
+        try:
+            try:
+                fn, args, kwargs = pickle.loads(task.body)
+                ok, data = outcome(True, fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+                ok, data = outcome(False, exc)
+            self.reply(task, data)
+            client.incr(self.keys.done if ok else self.keys.failed)
+        finally:
+            with self.lock:
+                self.current = None
+        delivery.ack()
+
+    def loop(self) -> None:
+        beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
+        beat.start()
+        try:
+            while not self.stop():
+                try:
+                    delivery = self.tasks.receive(timeout=_POLL)
+                except Empty:
+                    continue
+                except DeserializationError as exc:  # dead-lettered by the queue
+                    logger.error("worker %s: a task message could not be read: %s", self.id, exc)
+                    continue
+                except ShutDown:  # the executor's queue was deleted
+                    return
+                self.run_one(delivery)
+        finally:
+            self.tasks.disconnect()
+            for queue in self.replies.values():
+                queue.disconnect()
+
+
+def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
+                initargs: tuple[Any, ...]) -> bool:
+    """Run the executor's initializer (passed in, or stored in Redis by the executor for
+    workers that join from elsewhere). If it fails, the executor is broken: say why in
+    Redis, where executors look, and return False."""
+    keys = ExecutorKeys.build(where.prefix, where.name)
+    client = Backend(where.config).client()
+    try:
+        if initializer is None:
+            stored: Any = client.get(keys.config)
+            if stored is not None:
+                initializer, initargs = pickle.loads(stored)
+        if initializer is not None:
+            initializer(*initargs)
+        return True
+    except BaseException as exc:  # noqa: BLE001
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        logger.error("worker initializer failed:\n%s", text)
+        client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
+        return False
+    finally:
+        client.close()
+
+
+def run_worker(where: WorkerConfig, stop: Callable[[], bool],
+               initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
+    """Run one worker in this process until ``stop()`` is true; the exit status."""
+    if not _initialize(where, initializer, initargs):
+        return 1
+    _Worker(where, stop).loop()
+    return 0
+
+
+def _process_main(where: WorkerConfig, stop_event: Any, initializer: Callable[..., Any] | None,
+                  initargs: tuple[Any, ...]) -> None:
+    """A worker process: SIGINT is the parent's to handle (it sets ``stop_event``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(run_worker(where, stop_event.is_set, initializer, initargs))
+
+
+class WorkerPool:
+    """``processes`` worker processes for the executor ``name``, on this host.
+
+    ``start()`` starts them; ``stop(wait=True)`` lets each finish its task and
+    exit; ``with WorkerPool(...) as pool:`` does both. A process that dies is
+    replaced by ``check()`` (its task is redelivered). The executor uses one
+    for its local workers; ``python -m pressure worker`` runs one until
+    SIGINT or SIGTERM.
+    """
+
+    def __init__(self, name: str, *, url: str | None = None, prefix: str | None = None,
+                 processes: int | None = None, visibility_timeout: float = 30.0,
+                 initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = (),
+                 mp_context: multiprocessing.context.BaseContext | None = None,
+                 config: ConnectionConfig | None = None) -> None:
+        if config is None:
+            config = ConnectionConfig.from_url(url) if url else ConnectionConfig.from_environment()
+        if processes is None:
+            processes = os.cpu_count() or 1
+        if processes <= 0:
+            raise ValueError("processes must be greater than 0")
+        self.where = WorkerConfig(name, config, prefix or os.environ.get("PRESSURE_PREFIX")
+                                  or DEFAULT_PREFIX, visibility_timeout)
+        self.processes = processes
+        self.initializer, self.initargs = initializer, initargs
+        self.context: Any = mp_context or multiprocessing.get_context(
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+        self.stop_event = self.context.Event()
+        self.procs: list[Any] = []
+
+    def _spawn(self) -> Any:
+        proc = self.context.Process(target=_process_main, name="pressure-worker",
+                                    args=(self.where, self.stop_event, self.initializer, self.initargs))
+        proc.start()
+        return proc
+
+    def start(self) -> WorkerPool:
+        self.procs = [self._spawn() for _ in range(self.processes)]
+        return self
+
+    def check(self) -> int:
+        """Replace worker processes that died (not those that stopped cleanly or failed to
+        initialize); return how many were replaced."""
+        replaced = 0
+        for i, proc in enumerate(self.procs):
+            if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stop_event.is_set():
+                logger.warning("worker process %s died (exit code %s): starting another",
+                               proc.pid, proc.exitcode)
+                self.procs[i] = self._spawn()
+                replaced += 1
+        return replaced
+
+    def alive(self) -> int:
+        return sum(proc.is_alive() for proc in self.procs)
+
+    def stop(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Tell every process to stop after its current task; with ``wait``, join them."""
+        self.stop_event.set()
+        if wait:
+            for proc in self.procs:
+                proc.join(timeout)
+
+    def __enter__(self) -> WorkerPool:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
+                processes: int | None = None, visibility_timeout: float = 30.0) -> None:
+    """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
+    finishes its current task). Dead processes are replaced; the tasks they held are
+    redelivered."""
+    pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
+                      visibility_timeout=visibility_timeout)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        pool.start()
+        logger.info("%d workers for executor %r started", processes, name)
+        while not stopping.wait(1.0):
+            pool.check()
+    finally:
+        pool.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- python -m pressure worker ------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the executor's name, as in pressure.Executor(name)")
+    parser.add_argument("--url", default=None,
+                        help="Redis URL (default: REDIS_URL, else REDIS_SERVER, REDIS_PORT, REDIS_DB)")
+    parser.add_argument("--prefix", default=None, help="key prefix (default: PRESSURE_PREFIX or __pressure__)")
+    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
+    parser.add_argument("--visibility-timeout", type=float, default=30.0,
+                        help="seconds before the task of a worker gone silent is redelivered (default 30)")
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
+                visibility_timeout=args.visibility_timeout)
+    return 0
