@@ -279,6 +279,9 @@ class Streams:
     #: producers wait up to this long between puts, so the queue is full only part of the
     #: time and puts (not only waits for room) are in flight when a fault strikes
     put_gap: float = 0.002
+    #: how long a consumer "processes" an item before acknowledging it: with some, items
+    #: are in flight whenever a fault strikes, not only by chance
+    work: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
     put_done: dict[str, int] = field(default_factory=dict)  # id -> OutcomeUnknowns before success
     unknown_puts: Counter[str] = field(default_factory=Counter)
@@ -363,6 +366,8 @@ class Streams:
     def _take(self, who: str, q: pressure.Queue[str], delivery: Any) -> None:
         with self.lock:
             self.got[delivery.item] += 1
+        if self.work:
+            time.sleep(self.work)
         unknown = False
         deadline = time.monotonic() + 30
         while True:

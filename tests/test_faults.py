@@ -359,7 +359,7 @@ def _close_scenario(summary: Summary, name: str, figures: dict[str, int],
 @pytest.mark.timeout(120)
 def test_redis_restarts_lose_nothing_in_reliable_mode(prefix: str, summary: Summary) -> None:
     with RedisServer(appendonly=True) as srv:
-        streams = Streams(srv.url, prefix)
+        streams = Streams(srv.url, prefix, work=0.005)  # items always in flight at a restart
         q = streams.start()
         time.sleep(1.0)
         restarts = 0
