@@ -334,6 +334,31 @@ class Backend:
             self._send(conn, data, what)
             return self._read(conn, what, mutating)
 
+    def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
+        """Run several packed scripts in one round trip on this thread's connection, in order.
+
+        Returns one reply per call; a script's error reply is returned as the exception
+        object (the others still ran). Scripts not loaded on the server are loaded first.
+        """
+        conn = self.thread_connection()
+        for command, _ in calls:
+            if command.name not in self._loaded:
+                self._load_on(conn, command.name)
+        what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
+        self._send(conn, [b"".join(command.pack(tail) for command, tail in calls)], what)
+        replies: list[Any] = []
+        try:
+            for _ in calls:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    if isinstance(exc, redis.exceptions.NoScriptError):
+                        self._loaded.clear()
+                    replies.append(exc)
+        except redis.RedisError as exc:
+            self.raise_error(exc, what, True)
+        return replies
+
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float) -> tuple[Any, Any]:
         """Send a script and ``BLMOVE source destination RIGHT LEFT timeout`` in one

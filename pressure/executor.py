@@ -21,6 +21,7 @@ future fails with ``WorkerLost`` naming the task.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
 import itertools
@@ -39,7 +40,7 @@ from typing import Any
 import redis
 
 from .connection import Backend, ConnectionConfig
-from .errors import BrokenExecutor, Empty, ShutDown
+from .errors import BrokenExecutor, Empty, PressureError, QueueDoesNotExist, ShutDown
 from .keys import DEFAULT_PREFIX, ExecutorKeys
 from .queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
@@ -51,7 +52,7 @@ logger = logging.getLogger("pressure")
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
 _POLL = 0.25
-#: Finished tasks' claims are removed from Redis in batches of at most this many.
+#: The most results read (and their claims forgotten) in one round trip.
 _CLAIM_BATCH = 256
 
 _executors: weakref.WeakSet[Executor] = weakref.WeakSet()
@@ -192,6 +193,10 @@ class Executor(concurrent.futures.Executor):
             visibility_timeout=visibility_timeout, max_deliveries=None)
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
+        self._bounded = max_pending is not None and max_pending > 0
+        self._outbox: collections.deque[Task] = collections.deque()
+        self._outbox_ready = threading.Condition()
+        self._sender: threading.Thread | None = None
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = Queue._from_config(
             self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes")
@@ -240,11 +245,17 @@ class Executor(concurrent.futures.Executor):
             self._futures.pop(task_id, None)
             future.set_exception(exc)
             return future
-        try:
-            self._tasks.put(Task(task_id, self._results.name, self._max_attempts, body))
-        except BaseException:
-            self._futures.pop(task_id, None)
-            raise
+        task = Task(task_id, self._results.name, self._max_attempts, body)
+        if self._bounded:
+            try:  # backpressure: block while the task queue is full
+                self._tasks.put(task)
+            except BaseException:
+                self._futures.pop(task_id, None)
+                raise
+        else:
+            with self._outbox_ready:  # the sender thread batches puts: one round trip for many
+                self._outbox.append(task)
+                self._outbox_ready.notify()
         return future
 
     submit.__doc__ = concurrent.futures.Executor.submit.__doc__
@@ -328,28 +339,59 @@ class Executor(concurrent.futures.Executor):
                                     mp_context=self._mp_context).start()
         self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
         self._thread.start()
+        if not self._bounded:
+            self._sender = threading.Thread(target=self._send, name=f"pressure-submit-{self._id}",
+                                            daemon=True)
+            self._sender.start()
+
+    def _send(self) -> None:
+        """Put submitted tasks into the task queue, as many per round trip as are waiting,
+        in submission order, until the executor is cleaned up."""
+        while True:
+            with self._outbox_ready:
+                while not self._outbox and not self._cleaned:
+                    self._outbox_ready.wait()
+                if not self._outbox:
+                    return
+                batch = [self._outbox.popleft() for _ in range(min(len(self._outbox), _CLAIM_BATCH))]
+            try:
+                replies = self._tasks._backend.pipeline([self._tasks._put_call(t) for t in batch])
+            except PressureError as exc:  # nothing of the batch is known to be queued
+                replies = [exc] * len(batch)
+            for task, reply in zip(batch, replies):
+                if isinstance(reply, int) and reply in (-1, -2):
+                    try:  # full after all, or a plain spec client mid-put: the patient way
+                        self._tasks.put(task)
+                        continue
+                    except PressureError as exc:
+                        reply = exc
+                if isinstance(reply, int) and reply < 0:
+                    reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
+                        if reply == -4 else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
+                if isinstance(reply, BaseException):
+                    future = self._futures.pop(task.id, None)
+                    if future is not None and not future.done():
+                        future.set_exception(reply)
 
     def _collect(self) -> None:
-        """Complete futures from the result queue until shut down with nothing pending."""
-        finished: list[str] = []
+        """Complete futures from the result queue until shut down with nothing pending.
+        Each batch of results is counted in Redis before its futures complete, so
+        ``statistics()`` agrees with what a caller has seen finish."""
         last_look = 0.0
         try:
             while True:
                 try:
-                    raw = self._results.get(timeout=_POLL)
+                    first = self._results.get(timeout=_POLL)
                 except Empty:
-                    raw = None
+                    raw: list[bytes] = []
                 except ShutDown:  # our result queue was deleted under us
                     self._break("the executor's result queue was deleted")
                     return
-                if raw is not None:
-                    task_id, _, data = raw.partition(b"\n")
-                    finished.append(task_id.decode())
-                    self._complete(task_id.decode(), data)
-                if len(finished) >= _CLAIM_BATCH or (finished and raw is None):
-                    self._backend.client().hdel(self._keys.claims, *finished)
-                    finished.clear()
-                if raw is None or time.monotonic() - last_look > 1.0:
+                else:  # and whatever else has arrived, in one more round trip
+                    raw = [first, *(d.item for d in self._results._receive_more(_CLAIM_BATCH))]
+                if raw:
+                    self._complete_all(raw)
+                if not raw or time.monotonic() - last_look > 1.0:
                     last_look = time.monotonic()
                     self._look_around()
                     with self._lock:
@@ -359,28 +401,38 @@ class Executor(concurrent.futures.Executor):
             logger.exception("pressure executor %r: the result thread failed", self._name)
             self._break(f"the result thread failed: {exc!r}")
         finally:
-            if finished:
-                try:
-                    self._backend.client().hdel(self._keys.claims, *finished)
-                except redis.RedisError:
-                    pass
             self._cleanup()
 
-    def _complete(self, task_id: str, data: bytes) -> None:
-        future = self._futures.pop(task_id, None)
-        if future is None or future.done():
-            return
-        try:
-            ok, value = unpack_outcome(data)
-        except Exception as exc:  # noqa: BLE001 - e.g. the result's class cannot be imported here
-            ok, value = False, exc
-        try:
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-        except concurrent.futures.InvalidStateError:
-            pass  # cancelled meanwhile
+    def _complete_all(self, messages: list[bytes]) -> None:
+        """Forget the finished tasks' claims and count their outcomes (one round trip), then
+        complete their futures."""
+        outcomes: list[tuple[str, bool, Any]] = []
+        for message in messages:
+            task_id, _, data = message.partition(b"\n")
+            try:
+                ok, value = unpack_outcome(data)
+            except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
+                ok, value = False, exc
+            outcomes.append((task_id.decode(), ok, value))
+        done = sum(ok for _, ok, _ in outcomes)
+        pipe = self._backend.client().pipeline(transaction=False)
+        pipe.hdel(self._keys.claims, *(task_id for task_id, _, _ in outcomes))
+        if done:
+            pipe.incrby(self._keys.done, done)
+        if len(outcomes) > done:
+            pipe.incrby(self._keys.failed, len(outcomes) - done)
+        self._backend.call("count results", pipe.execute)
+        for tid, ok, value in outcomes:
+            future = self._futures.pop(tid, None)
+            if future is None:
+                continue
+            try:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled meanwhile
 
     def _look_around(self) -> None:
         """A worker's initializer failed (the executor is broken); local workers died."""
@@ -416,6 +468,8 @@ class Executor(concurrent.futures.Executor):
             if self._cleaned:
                 return
             self._cleaned = True
+        with self._outbox_ready:
+            self._outbox_ready.notify_all()  # the sender ends
         if self._pool is not None:
             self._pool.stop()
             self._pool = None

@@ -203,6 +203,12 @@ class Delivery(Generic[T]):
         to the dead-letter list). False if it was already acknowledged or requeued."""
         return self._queue._release(self)
 
+    def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
+        """This acknowledgement, as a call for ``Backend.pipeline``."""
+        q = self._queue
+        q._forget(self)
+        return q._ack_command, [q._keys.inflight(self.consumer), self.id, "0"]
+
     def touch(self) -> bool:
         """Restart this delivery's visibility timeout (reliable mode): call it while
         processing takes longer than the timeout, so the item is not redelivered
@@ -358,15 +364,16 @@ class Queue(Generic[T]):
     def _from_config(cls, name: str, config: ConnectionConfig, *, prefix: str,
                      serializer: str | serializers.Serializer = "pickle", create: bool = True,
                      reliable: bool = False, visibility_timeout: float = 30.0,
-                     max_deliveries: int | None = 10) -> Queue[Any]:
+                     max_deliveries: int | None = 10, backend: Backend | None = None) -> Queue[Any]:
         """A handle from a ``ConnectionConfig`` (what a handle pickles as), for pressure's own
         processes (executor workers). ``create=False`` attaches only: a queue that does not
-        exist is never made, and using the handle raises QueueDoesNotExist."""
+        exist is never made, and using the handle raises QueueDoesNotExist. Handles given one
+        ``backend`` share its connections, so their calls can share a pipeline."""
         q: Queue[Any] = cls.__new__(cls)
         options = {"reliable": bool(reliable),
                    "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
                    "lease": 10.0, "max_deliveries": cls._check_max_deliveries(max_deliveries)}
-        q._setup(name, prefix, serializer, None, Backend(config), options)
+        q._setup(name, prefix, serializer, None, backend or Backend(config), options)
         if create:
             q._create(None)
         return q
@@ -392,7 +399,7 @@ class Queue(Generic[T]):
                                else self._lease_ms)
         self._max_deliveries = str(options["max_deliveries"] or 0)
         self._unacked: collections.deque[Delivery[T]] = collections.deque()
-        self._last_received: dict[str, str] = {}
+        self._last_received: dict[str, list[str]] = {}
         self._record: tuple[int, str] = (-1, "")
         self._last_sweep = 0.0
         self._suspects: dict[str, tuple[str, float]] = {}
@@ -422,6 +429,7 @@ class Queue(Generic[T]):
         # the hot paths send pre-encoded commands: see PackedScript
         self._put_command = PackedScript("put" + self._variant, self._put_keys, 0, 6)
         self._get_command = PackedScript("get" + self._variant, self._get_keys, 2, 6)
+        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 2, 7)
         self._ack_command = PackedScript("ack" + self._variant, self._task_keys, 1, 2)
 
     def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
@@ -628,6 +636,12 @@ class Queue(Generic[T]):
         """
         self.put(item, block=False)
 
+    def _put_call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
+        """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
+        put.lua's: the new length, or a negative status to pass to ``put`` itself)."""
+        return self._put_command, [self.client_id, serializers.dumps(self._serializer, item), "0", "0",
+                                   self._keys.inbox_prefix, self._order_key(item)]
+
     # -- get ----------------------------------------------------------------------
 
     def get(self, block: bool = True, timeout: float | None = None) -> T:
@@ -674,6 +688,13 @@ class Queue(Generic[T]):
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()
         entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
+        delivery = self._delivery(cid, entry)
+        # default mode: received is acknowledged (this consumer's next get drops it)
+        self._last_received[cid] = [delivery.id]
+        return delivery
+
+    def _delivery(self, cid: str, entry: bytes) -> Delivery[T]:
+        """The Delivery of an entry this consumer received."""
         seq, deliveries, ms, payload = _parse_entry(entry)
         try:
             item = serializers.loads(self._serializer, self._unwrap(payload))
@@ -682,9 +703,37 @@ class Queue(Generic[T]):
             self._run("requeue", self._requeue_keys, (
                 "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq))
             raise
-        # default mode: received is acknowledged (this consumer's next get drops it)
-        self._last_received[cid] = seq
         return Delivery(item, seq, deliveries, ms / 1000, cid, self)
+
+    def _receive_more(self, n: int) -> list[Delivery[T]]:
+        """Up to ``n`` items that are in the queue now, in one round trip (get.lua 'many');
+        [] if there are none (or another consumer holds the role). Never waits. In reliable
+        mode each stays in flight until acknowledged, as after ``receive()``."""
+        if self._pending_cancel:
+            self._retry_cancels()
+        cid = self._consumer_id()
+        tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "many", "0",
+                self._consumer_record(), self._lease_ms, self.client_id, n)
+        try:
+            result = self._backend.script(self._get_many_command, tail)
+        except BackendError:
+            self._pending_cancel.append(cid)  # a lost reply: the entries wait in our in-flight list
+            raise
+        if not isinstance(result, list):
+            if result in (_EMPTY, _BUSY):
+                return []
+            self._raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        deliveries = []
+        for entry in result:
+            try:
+                deliveries.append(self._delivery(cid, entry))
+            except DeserializationError as exc:  # dead-lettered; the others are still ours
+                logger.error("queue %r: %s (moved to the dead-letter list)", self._name, exc)
+        self._last_received[cid] = [d.id for d in deliveries]
+        if self._reliable:
+            self._unacked.extend(deliveries)
+        return deliveries
 
     def _consumer_id(self) -> str:
         """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
@@ -786,7 +835,7 @@ class Queue(Generic[T]):
         if self._reliable:
             received = [d.id for d in self._unacked if d.consumer == cid]
         else:
-            received = [self._last_received[cid]] if cid in self._last_received else []
+            received = self._last_received.get(cid, [])
         keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid))
         client_id = cid.rpartition("#")[0]
         return self._run("get", keys, (cid, "cancel", "0", self._consumer_record(),

@@ -25,6 +25,7 @@ starts its own local ones.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import logging
 import multiprocessing
@@ -43,7 +44,7 @@ from typing import Any
 import redis
 
 from . import identity
-from .connection import Backend, ConnectionConfig
+from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from .keys import DEFAULT_PREFIX, ExecutorKeys
 from .queue import Queue
@@ -58,6 +59,8 @@ HEARTBEAT = 1.0
 ALIVE_FOR = 5.0
 #: How long one wait for a task lasts before the worker checks whether it should stop.
 _POLL = 0.5
+#: Tasks shorter than this are prefetched (WorkerConfig.prefetch).
+SHORT_TASK = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +76,17 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """Where a worker finds its executor (picklable: passed to worker processes)."""
+    """Where a worker finds its executor, and how it works (picklable: passed to worker
+    processes)."""
 
     name: str
     config: ConnectionConfig
     prefix: str
     visibility_timeout: float
+    #: How many queued tasks a worker takes at once while tasks are short (it runs them one
+    #: at a time); after a task that ran SHORT_TASK or longer it takes one at a time, so
+    #: that long tasks spread over all workers.
+    prefetch: int = 8
 
 
 class _RemoteTraceback(Exception):
@@ -123,96 +131,146 @@ def unpack_outcome(data: bytes) -> tuple[bool, Any]:
 
 
 class _Worker:
-    """One worker process: take a task, run it, reply, acknowledge; until told to stop."""
+    """One worker process: take tasks, run them one at a time, reply; until told to stop.
+
+    Round trips are shared: tasks are taken up to ``prefetch`` at a time when that
+    many are queued, and a task's reply, its acknowledgement and the claim of the
+    next task held go out together. Tasks held but not started when the worker
+    stops are released to the queue at once.
+    """
 
     def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
+        # one backend for every queue: a reply and an acknowledgement share one round trip
         self.backend = Backend(where.config)
         self.tasks: Queue[Task] = Queue._from_config(
             self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
-            visibility_timeout=where.visibility_timeout, max_deliveries=None)
+            visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
+        self.claim = PackedScript("claim", (self.keys.claims,), 0, 2)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         self.stop = stop
         self.replies: dict[str, Queue[bytes]] = {}
-        self.current: Any = None  # the delivery being processed
+        self.held: collections.deque[Any] = collections.deque()  # received, not finished
+        self.short = True  # whether the last task ran shorter than SHORT_TASK
         self.lock = threading.Lock()
 
     def heartbeat(self) -> None:
-        """Record this worker as alive, and keep the running task's delivery visible."""
-        client = self.backend.client()
+        """Record this worker as alive, and keep the deliveries it holds visible."""
+        client = Backend(self.where.config).client()
         while not self.stop():
             try:
                 seconds, micros = client.time()
                 client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
                 with self.lock:
-                    delivery = self.current
-                if delivery is not None:
+                    held = list(self.held)
+                for delivery in held:
                     delivery.touch()
             except (redis.RedisError, PressureError) as exc:
                 logger.warning("worker %s: heartbeat failed: %s", self.id, exc)
             time.sleep(HEARTBEAT)
         with contextlib.suppress(redis.RedisError):
             client.hdel(self.keys.workers, self.id)
+        client.close()
 
-    def reply(self, task: Task, data: bytes) -> None:
-        """Send an outcome to the executor that submitted the task (if it is still there)."""
+    def _reply_queue(self, task: Task) -> Queue[bytes]:
         queue = self.replies.get(task.reply_to)
         if queue is None:
             queue = self.replies[task.reply_to] = Queue._from_config(
                 task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
-                create=False)
-        try:
-            queue.put(task.id.encode() + b"\n" + data)
-        except ShutDown:  # QueueDoesNotExist included: the executor is gone
-            self.replies.pop(task.reply_to).disconnect()
+                create=False, backend=self.backend)
+        return queue
 
-    def run_one(self, delivery: Any) -> None:
+    def fetch(self) -> None:
+        """Hold what is queued now (up to ``prefetch``, one round trip), else wait for one task."""
+        got = self.tasks._receive_more(self.where.prefetch if self.short else 1)
+        if not got:
+            got = [self.tasks.receive(timeout=_POLL)]
+        with self.lock:
+            self.held.extend(got)
+
+    def _claim_call(self) -> tuple[PackedScript, list[bytes | str]] | None:
+        """The claim of the next task held, if it is to be run."""
+        if not self.held:
+            return None
+        task = self.held[0].item
+        if self.held[0].deliveries > task.max_attempts:
+            return None
+        return self.claim, [task.id, self.id]
+
+    def run_next(self, claimed: Any) -> Any:
+        """Finish the first task held: run it if ``claimed`` (asked here if None), reply,
+        acknowledge, and claim the next one in the same round trip; that claim's reply."""
+        delivery = self.held[0]
         task: Task = delivery.item
         client = self.backend.client()
+        message: bytes | None = None
         if delivery.deliveries > task.max_attempts:
             client.incr(self.keys.lost)
             lost = WorkerLost(f"task {task.id} was lost with its worker {delivery.deliveries - 1} "
                               f"times (max_attempts={task.max_attempts}): it is not run again")
-            self.reply(task, pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL))
-            delivery.ack()
-            return
-        if not self.backend.run("claim", (self.keys.claims,), (task.id, self.id)):
-            delivery.ack()  # its future was cancelled: it never runs
-            return
-        if delivery.deliveries > 1:
-            client.incr(self.keys.retried)
+            message = pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
+        else:
+            if claimed is None:
+                claimed = self.backend.script(self.claim, (task.id, self.id))
+            if claimed == 1:  # else its future was cancelled: it never runs
+                if delivery.deliveries > 1:
+                    client.incr(self.keys.retried)
+                started = time.monotonic()
+                try:
+                    fn, args, kwargs = pickle.loads(task.body)
+                    _, message = outcome(True, fn(*args, **kwargs))
+                except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+                    _, message = outcome(False, exc)
+                self.short = time.monotonic() - started < SHORT_TASK
         with self.lock:
-            self.current = delivery
-        try:
-            try:
-                fn, args, kwargs = pickle.loads(task.body)
-                ok, data = outcome(True, fn(*args, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
-                ok, data = outcome(False, exc)
-            self.reply(task, data)
-            client.incr(self.keys.done if ok else self.keys.failed)
-        finally:
-            with self.lock:
-                self.current = None
-        delivery.ack()
+            self.held.popleft()
+        calls: list[tuple[PackedScript, list[bytes | str]]] = []
+        queue = None
+        if message is not None:
+            queue = self._reply_queue(task)
+            message = task.id.encode() + b"\n" + message
+            calls.append(queue._put_call(message))
+        calls.append(delivery._ack_call())  # after the reply: a crash before it loses nothing
+        claim_next = self._claim_call()
+        if claim_next is not None:
+            calls.append(claim_next)
+        replies = self.backend.pipeline(calls)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        if queue is not None and message is not None and replies[0] in (-1, -2):
+            try:  # full, or a plain spec client mid-put: put it the patient way
+                queue.put(message)
+            except ShutDown:
+                pass
+        # a reply of -3 or -4 (closed, deleted): the executor is gone, nobody waits for it
+        return replies[-1] if claim_next is not None else None
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
+        claimed: Any = None
         try:
             while not self.stop():
-                try:
-                    delivery = self.tasks.receive(timeout=_POLL)
-                except Empty:
-                    continue
-                except DeserializationError as exc:  # dead-lettered by the queue
-                    logger.error("worker %s: a task message could not be read: %s", self.id, exc)
-                    continue
-                except ShutDown:  # the executor's queue was deleted
-                    return
-                self.run_one(delivery)
+                if not self.held:
+                    try:
+                        self.fetch()
+                    except Empty:
+                        continue
+                    except DeserializationError as exc:  # dead-lettered by the queue
+                        logger.error("worker %s: a task message could not be read: %s", self.id, exc)
+                        continue
+                    except ShutDown:  # the executor's queue was deleted
+                        return
+                    claimed = None
+                claimed = self.run_next(claimed)
         finally:
+            with self.lock:
+                held, self.held = list(self.held), collections.deque()
+            for delivery in held:  # not started: back to the queue for other workers
+                with contextlib.suppress(PressureError):
+                    delivery.release()
             self.tasks.disconnect()
             for queue in self.replies.values():
                 queue.disconnect()
@@ -272,15 +330,17 @@ class WorkerPool:
                  processes: int | None = None, visibility_timeout: float = 30.0,
                  initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = (),
                  mp_context: multiprocessing.context.BaseContext | None = None,
-                 config: ConnectionConfig | None = None) -> None:
+                 config: ConnectionConfig | None = None, prefetch: int = 8) -> None:
         if config is None:
             config = ConnectionConfig.from_url(url) if url else ConnectionConfig.from_environment()
         if processes is None:
             processes = os.cpu_count() or 1
         if processes <= 0:
             raise ValueError("processes must be greater than 0")
+        if prefetch < 1:
+            raise ValueError("prefetch must be at least 1")
         self.where = WorkerConfig(name, config, prefix or os.environ.get("PRESSURE_PREFIX")
-                                  or DEFAULT_PREFIX, visibility_timeout)
+                                  or DEFAULT_PREFIX, visibility_timeout, prefetch)
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
         self.context: Any = mp_context or multiprocessing.get_context(
@@ -328,12 +388,13 @@ class WorkerPool:
 
 
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
-                processes: int | None = None, visibility_timeout: float = 30.0) -> None:
+                processes: int | None = None, visibility_timeout: float = 30.0,
+                prefetch: int = 8) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
     redelivered."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
-                      visibility_timeout=visibility_timeout)
+                      visibility_timeout=visibility_timeout, prefetch=prefetch)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -342,7 +403,7 @@ def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         pool.start()
-        logger.info("%d workers for executor %r started", processes, name)
+        logger.info("%d workers for executor %r started", pool.processes, name)
         while not stopping.wait(1.0):
             pool.check()
     finally:
@@ -361,10 +422,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
     parser.add_argument("--visibility-timeout", type=float, default=30.0,
                         help="seconds before the task of a worker gone silent is redelivered (default 30)")
+    parser.add_argument("--prefetch", type=int, default=8,
+                        help="queued short tasks a worker takes at once (default 8; 1 = one at a time)")
 
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
-                visibility_timeout=args.visibility_timeout)
+                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch)
     return 0

@@ -30,6 +30,7 @@
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox and in-flight list
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
+--           'many': the same for up to ARGV[7] entries, returned as an array
 --           'block': deliver to the inbox, or register as the waiter
 --           'cancel': stop waiting; entries in <inflight> not named in
 --                     ARGV[6..] (never received) go back to the inbox
@@ -37,15 +38,18 @@
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
--- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged
+-- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged;
+--             ('many') how many entries at most
 -- return
 --   'nowait': the entry, or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
+--   'many':   an array of 1 or more entries, or the same negative codes
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout)
 local me = ARGV[1]
 local mode = ARGV[2]
+local nowait = mode == 'nowait' or mode == 'many'
 local inbox, inflight = KEYS[14], KEYS[15]
 -- only a client holding the role can be the registered waiter
 local role_free = redis.call('LLEN', KEYS[3]) > 0
@@ -99,15 +103,16 @@ else
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
 -- an entry delivered to us earlier (e.g. before a reply was lost) comes first
-if mode == 'nowait' then
+if nowait then
   local entry = take_from_inbox()
+  if entry and mode == 'many' then return {entry} end
   if entry then return entry end
 elseif redis.call('LLEN', inbox) > 0 then
   return 1
 end
 local raw = redis.call('GET', KEYS[2])
 if not raw then
-  if mode == 'nowait' then return -4 end
+  if nowait then return -4 end
   return wake(-4)
 end
 local bound = bound_of(raw)
@@ -117,12 +122,12 @@ end
 local len = items_len(KEYS[1])
 local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong type changes nothing
 if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
-  if mode == 'nowait' then return -3 end
+  if nowait then return -3 end
   return wake(-3)
 end
 if ARGV[3] == '1' then return wake(-7) end
 if not registered and not role_free then
-  if mode == 'nowait' then
+  if nowait then
     if len == 0 then return -5 end
     return -2
   end
@@ -131,30 +136,41 @@ end
 if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]) end
 if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
-  local item = items_pop(KEYS[1])
-  len = len - 1
-  redis.call('INCR', KEYS[7])
-  redis.call('INCRBY', KEYS[8], items_size(item))
+  local want = 1
+  if mode == 'many' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len)) end
+  local now = redis.call('TIME')
+  now = now[1] * 1000 + math.floor(now[2] / 1000)
+  local redelivered = redis.call('EXISTS', KEYS[12]) == 1
+  local entries, bytes = {}, 0
+  for i = 1, want do
+    local item = items_pop(KEYS[1])
+    bytes = bytes + items_size(item)
+    local deliveries = 1
+    if redelivered then
+      local digest = redis.sha1hex(item)
+      deliveries = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
+      redis.call('HDEL', KEYS[12], digest)
+    end
+    entries[i] = redis.call('INCR', KEYS[13]) .. ':' .. deliveries .. ':' .. now .. ':' .. item
+  end
+  len = len - want
+  redis.call('INCRBY', KEYS[7], want)
+  redis.call('INCRBY', KEYS[8], bytes)
   keep_permit(KEYS[6], len, bound, permits)
   stop_waiting()
-  local deliveries = 1
-  if redis.call('EXISTS', KEYS[12]) == 1 then
-    local digest = redis.sha1hex(item)
-    deliveries = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
-    redis.call('HDEL', KEYS[12], digest)
+  if mode == 'many' then
+    for i = 1, want do redis.call('LPUSH', inflight, entries[i]) end
+    return entries
   end
-  local now = redis.call('TIME')
-  local entry = redis.call('INCR', KEYS[13]) .. ':' .. deliveries .. ':'
-      .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. item
   if mode == 'nowait' then
-    redis.call('LPUSH', inflight, entry)
-    return entry
+    redis.call('LPUSH', inflight, entries[1])
+    return entries[1]
   end
-  redis.call('LPUSH', inbox, entry)
+  redis.call('LPUSH', inbox, entries[1])
   return 1
 end
 keep_permit(KEYS[6], 0, bound, permits)
-if mode == 'nowait' then return -5 end
+if nowait then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then
   redis.call('RPOP', KEYS[3])
