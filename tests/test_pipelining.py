@@ -1,0 +1,83 @@
+"""The round-trip savers the executor uses: several gets in one script, several scripts in
+one round trip, and a delivery's visibility renewed while it is processed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+
+from .helpers import assert_invariants
+
+
+def test_receive_more_takes_what_is_queued_in_order_and_counts_it(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("many", 10)
+    for i in range(5):
+        q.put(i)
+    assert [d.item for d in q._receive_more(3)] == [0, 1, 2]
+    assert [d.item for d in q._receive_more(10)] == [3, 4]
+    assert q._receive_more(10) == []
+    s = q.statistics()
+    assert (s.consumed_messages, s.size) == (5, 0)
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize(("cls", "expected"), [(pressure.LifoQueue, [4, 3]),
+                                               (pressure.PriorityQueue, [0, 1])])
+def test_receive_more_follows_the_queue_order(url: str, prefix: str, cls: Any, expected: list[int]) -> None:
+    q = cls("many", url=url, prefix=prefix)
+    for i in range(5):
+        q.put(i)
+    assert [d.item for d in q._receive_more(2)] == expected
+    q.disconnect()
+
+
+def test_receive_more_in_reliable_mode_keeps_each_in_flight_until_acked(make_queue: Any) -> None:
+    q = make_queue("many-rel", reliable=True)
+    for i in range(3):
+        q.put(i)
+    got = q._receive_more(3)
+    assert sorted(f.id for f in q.in_flight()) == sorted(d.id for d in got)
+    got[1].ack()
+    assert len(q.in_flight()) == 2
+    got[0].release()
+    assert q.get_nowait() == 0  # released to the head
+
+
+def test_a_default_mode_get_after_receive_more_acknowledges_them_all(make_queue: Any) -> None:
+    q = make_queue("many-default")
+    for i in range(3):
+        q.put(i)
+    assert len(q._receive_more(3)) == 3
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()  # the next get drops what the last one received
+    assert q.in_flight() == []
+
+
+def test_pipeline_runs_several_scripts_in_one_round_trip(make_queue: Any) -> None:
+    q = make_queue("pipe", reliable=True)
+    q.put("a")
+    d = q.receive()
+    replies = q._backend.pipeline([q._put_call("b"), q._put_call("c"), d._ack_call()])
+    assert replies[:2] == [1, 2] and replies[2] == [1, 0]
+    assert q.in_flight() == [] and q.peek(2) == ["b", "c"]
+
+
+def test_touch_keeps_a_slow_delivery_from_being_redelivered(make_queue: Any) -> None:
+    q = make_queue("touch", reliable=True, visibility_timeout=1.0)
+    q.put("slow")
+    d = q.receive()
+    for _ in range(3):  # 1.8 s in all: past the timeout, but touched every 0.6 s
+        time.sleep(0.6)
+        assert d.touch()
+        q._sweep()
+    assert [f.id for f in q.in_flight()] == [d.id] and q.qsize() == 0
+    time.sleep(1.2)  # untouched: the sweep requeues it
+    q._sweep()
+    again = q.receive(timeout=5)
+    assert (again.item, again.deliveries) == ("slow", 2)
+    assert not d.touch()  # that delivery is over
