@@ -271,6 +271,8 @@ class _Worker:
             for delivery in held:  # not started: back to the queue for other workers
                 with contextlib.suppress(PressureError):
                     delivery.release()
+            with contextlib.suppress(redis.RedisError):  # no longer alive (the heartbeat may not say so)
+                self.backend.client().hdel(self.keys.workers, self.id)
             self.tasks.disconnect()
             for queue in self.replies.values():
                 queue.disconnect()

@@ -1,14 +1,28 @@
-"""The README's demo and the benchmark command run end to end (small sizes)."""
+"""The README's demo, the executor examples and the benchmark command run end to end
+(small sizes)."""
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import runpy
+import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
+import pytest
 import redis
 
+from pressure import bench
+from pressure.keys import ExecutorKeys
+
 ROOT = Path(__file__).resolve().parent.parent
+#: The executor benchmark's options for a quick run.
+_TINY_EXECUTOR = ["--workers", "2", "--executor-tasks", "40", "--cpu-tasks", "4", "--cpu-mb", "16"]
 
 
 def test_demo_processes_every_job_once_and_cleans_up(url: str, r: redis.Redis) -> None:
@@ -26,13 +40,187 @@ def test_demo_processes_every_job_once_and_cleans_up(url: str, r: redis.Redis) -
 def test_bench_prints_every_transport_and_the_goals(url: str, r: redis.Redis) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pressure", "bench", "--url", url, "--count", "300",
-         "--latency-count", "50", "--rate", "500"],
+         "--latency-count", "50", "--rate", "500", *_TINY_EXECUTOR],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     for row in ("pressure.Queue maxsize=0", "pressure.Queue maxsize=100", "redis-py LPUSH/BRPOP (raw)",
-                "multiprocessing.Queue", "spec literal"):
+                "multiprocessing.Queue", "spec literal",  # and by default the executors too:
+                "concurrent.futures.ProcessPoolExecutor", "pressure.Executor"):
         assert row in out.stdout
-    assert "error" not in out.stdout.split("goals")[0]
+    assert "error" not in out.stdout  # in neither table
     assert ">= 0.8x raw redis-py" in out.stdout
+    assert "goals (executor):" in out.stdout
     assert r.keys("*pressure-bench*") == []  # every key it made is gone
+
+
+# -- the executor benchmark ---------------------------------------------------------
+
+
+def _bench(url: str, *args: str) -> str:
+    """Run ``python -m pressure bench`` and return its report; it must exit 0."""
+    out = subprocess.run([sys.executable, "-m", "pressure", "bench", "--url", url, *args],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_bench_executor_only_compares_both_executors(url: str, r: redis.Redis) -> None:
+    """--executor runs only the executor section: both executors measured side by side with
+    numbers (no errors), ratios to the stdlib, both goals judged; no queue rows; no keys left."""
+    report = _bench(url, "--executor", *_TINY_EXECUTOR)
+    table = report.split("executor  ")[1].split("goals")[0]
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]]
+            for line in table.splitlines() if "|" in line}
+    for label in ("concurrent.futures.ProcessPoolExecutor", "pressure.Executor"):
+        rate, rate_ratio, seconds, speed = rows[label]
+        assert float(rate.replace(",", "")) > 0 and float(seconds) > 0
+        assert rate_ratio.endswith("x") and speed.endswith("x")
+    assert rows["concurrent.futures.ProcessPoolExecutor"][1] == "1.00x"
+    for goal in (r"no-op >= 0\.5x ProcessPoolExecutor", r"CPU-bound within 10% \(>= 0\.9x\)"):
+        assert re.search(goal + r" +\d+\.\d\dx  (PASS|MISS)$", report, re.MULTILINE), goal
+    assert "multiprocessing.Queue" not in report and "raw redis-py" not in report
+    assert r.keys("*pressure-bench*") == []
+
+
+def test_bench_sections_are_exclusive() -> None:
+    """--executor and --no-executor cannot be combined; either one picks its section."""
+    parser = bench.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--executor", "--no-executor"])
+    only_queues = bench._config(parser.parse_args(["--no-executor"]))
+    only_executors = bench._config(parser.parse_args(["--executor"]))
+    both = bench._config(parser.parse_args([]))
+    assert (only_queues.queues, only_queues.executors) == (True, False)
+    assert (only_executors.queues, only_executors.executors) == (False, True)
+    assert (both.queues, both.executors) == (True, True)
+
+
+def test_executor_ratios_and_goals() -> None:
+    """The no-op ratio is a rate ratio, the CPU-bound one a speed ratio (stdlib time / pressure
+    time), and each goal passes exactly at its threshold."""
+    results = [bench.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
+               bench.ExecutorResult("pressure", "pressure", noop_per_s=500.0, cpu_s=2.5)]
+    table = bench.format_executor_table(results)
+    assert [c.strip() for c in table[-1].split("|")] == ["pressure", "500", "0.50x", "2.50", "0.80x"]
+    goals = bench.format_executor_goals(results)
+    assert goals[1].endswith("0.50x  PASS") and goals[2].endswith("0.80x  MISS")
+
+
+def test_executor_failure_is_reported_not_hidden() -> None:
+    """An executor that failed shows 'error' in the table, and its goals cannot pass."""
+    results = [bench.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
+               bench.ExecutorResult("pressure", "pressure", error="warm-up: TimeoutError: ...")]
+    assert [c.strip() for c in bench.format_executor_table(results)[-1].split("|")] == [
+        "pressure", "error", "-", "error", "-"]
+    assert all(line.endswith("MISS (no result)") for line in bench.format_executor_goals(results)[1:])
+
+
+# -- the executor examples ------------------------------------------------------------
+
+EXAMPLES = ROOT / "examples"
+WORKER_HOSTS = ("host-a", "host-b")
+
+
+def _example_env(url: str, prefix: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PRESSURE_HOSTNAME", "EXECUTOR_NAME")}
+    return {**env, "REDIS_URL": url, "PRESSURE_PREFIX": prefix}
+
+
+def _run_example(script: str, env: dict[str, str]) -> tuple[str, dict[str, int]]:
+    """Run an example; its summary line and its chunks-by-host counts."""
+    out = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True,
+                         timeout=120, env=env, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary, hosts = out.stdout.splitlines()
+    counts = {host: int(n) for host, n in
+              (item.rsplit(" ", 1) for item in hosts.removeprefix("chunks by host: ").split(", "))}
+    return summary, counts
+
+
+def _expected_summary() -> tuple[str, int]:
+    """The before example's summary, computed with a sieve; and its number of chunks."""
+    settings = runpy.run_path(str(EXAMPLES / "executor_before.py"))
+    limit, chunk = settings["LIMIT"], settings["CHUNK"]
+    sieve = bytearray([1]) * (limit + 2)
+    sieve[:2] = b"\0\0"
+    for n in range(2, math.isqrt(limit + 1) + 1):
+        if sieve[n]:
+            sieve[n * n::n] = bytes(len(range(n * n, limit + 2, n)))
+    primes = sum(sieve[:limit])
+    twins = sum(1 for p in range(limit) if sieve[p] and sieve[p + 2])
+    chunks = math.ceil(limit / chunk)
+    return f"below {limit}: {primes} primes, {twins} twin prime pairs, {chunks} chunks", chunks
+
+
+def test_executor_before_and_after_agree_and_leave_no_keys(url: str, r: redis.Redis,
+                                                          prefix: str) -> None:
+    """The ProcessPoolExecutor program and its pressure.Executor version print the same,
+    correct summary; each chunk is counted by exactly one host (the local workers); the
+    anonymous executor leaves no key behind."""
+    expected, chunks = _expected_summary()
+    env = _example_env(url, prefix)
+    for script in ("executor_before.py", "executor_after.py"):
+        summary, by_host = _run_example(script, env)
+        assert summary == expected, script
+        assert len(by_host) == 1 and sum(by_host.values()) == chunks, (script, by_host)
+    assert r.keys(f"*{prefix}*") == []
+
+
+def _start_group(name: str, host: str, url: str, prefix: str, log: Path) -> subprocess.Popen[bytes]:
+    """``python -m pressure worker NAME --processes 2`` as the host ``host``, in its own session."""
+    env = {**_example_env(url, prefix), "PRESSURE_HOSTNAME": host, "PYTHONPATH": str(EXAMPLES)}
+    with log.open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pressure", "worker", name, "--processes", "2",
+             "--visibility-timeout", "10"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+
+def _wait_for_workers(r: redis.Redis, keys: ExecutorKeys, per_host: int, logs: list[Path]) -> None:
+    """Until each worker host has ``per_host`` workers heard from (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        hosts = Counter(os.fsdecode(w).split(":")[0] for w in r.hkeys(keys.workers))
+        if all(hosts[h] >= per_host for h in WORKER_HOSTS):
+            return
+        assert time.monotonic() < deadline, (hosts, [log.read_text() for log in logs])
+        time.sleep(0.1)
+
+
+def _stop_group(group: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (its workers finish their tasks and exit); SIGKILL its session if it hangs."""
+    group.terminate()
+    try:
+        group.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(group.pid, signal.SIGKILL)
+        group.wait(timeout=10)
+
+
+def test_executor_after_uses_worker_groups_on_two_hosts(url: str, r: redis.Redis, prefix: str,
+                                                        tmp_path: Path) -> None:
+    """With EXECUTOR_NAME, the after example starts no worker of its own: the two worker groups
+    (two hosts by PRESSURE_HOSTNAME) share its chunks, both do some, and every task is done
+    exactly once (the executor's done counter) with the correct summary."""
+    name = "primes"
+    keys = ExecutorKeys.build(prefix, name)
+    logs = [tmp_path / f"{host}.log" for host in WORKER_HOSTS]
+    groups: list[subprocess.Popen[bytes]] = []
+    try:
+        for host, log in zip(WORKER_HOSTS, logs, strict=True):
+            groups.append(_start_group(name, host, url, prefix, log))
+        _wait_for_workers(r, keys, 2, logs)
+        summary, by_host = _run_example("executor_after.py",
+                                        {**_example_env(url, prefix), "EXECUTOR_NAME": name})
+        expected, chunks = _expected_summary()
+        assert summary == expected
+        assert set(by_host) == set(WORKER_HOSTS) and sum(by_host.values()) == chunks, by_host
+        map_tasks = math.ceil(chunks / 2)  # map(..., chunksize=2)
+        assert int(r.get(keys.done) or 0) == map_tasks + chunks
+    finally:
+        for group in groups:
+            _stop_group(group)
+        leftovers = r.keys(f"{prefix}:*")
+        if leftovers:
+            r.delete(*leftovers)  # a named executor's queue outlives it, by design
