@@ -121,11 +121,18 @@ class _TaskFuture(Future):  # type: ignore[type-arg]
             if self._state != "PENDING":
                 return super().cancel()
         if self._executor._cancel_task(self._task_id):
-            return super().cancel()
+            if super().cancel():
+                # no worker will ever run it (Redis said so): tell wait() and as_completed() now
+                self.set_running_or_notify_cancel()
+            return True
+        self._started()
+        return super().cancel()
+
+    def _started(self) -> None:
+        """A worker has started the task: the future is running."""
         with self._condition:
             if self._state == "PENDING":
-                self._state = "RUNNING"  # a worker has started it
-        return super().cancel()
+                self._state = "RUNNING"
 
 
 class Executor(concurrent.futures.Executor):
@@ -435,11 +442,23 @@ class Executor(concurrent.futures.Executor):
                 pass  # cancelled meanwhile
 
     def _look_around(self) -> None:
-        """A worker's initializer failed (the executor is broken); local workers died."""
-        broken: Any = self._backend.client().get(self._keys.broken)
+        """A worker's initializer failed (the executor is broken); local workers died; which
+        pending futures a worker has started (they become running: one round trip in all)."""
+        with self._lock:
+            pending = [f for f in itertools.islice(self._futures.values(), _CLAIM_BATCH)
+                       if not f.running() and not f.done()]
+        pipe = self._backend.client().pipeline(transaction=False)
+        pipe.get(self._keys.broken)
+        if pending:
+            pipe.hmget(self._keys.claims, [f._task_id for f in pending])
+        broken, *claims = self._backend.call("look around", pipe.execute)
         if broken is not None:
             self._break(broken.decode(errors="replace"))
-        elif self._pool is not None:
+            return
+        for future, state in zip(pending, claims[0] if claims else ()):
+            if state is not None and state.startswith(b"run:"):
+                future._started()
+        if self._pool is not None:
             self._pool.check()
 
     def _break(self, reason: str) -> None:
@@ -485,3 +504,4 @@ class Executor(concurrent.futures.Executor):
             self._backend.client().delete(*self._keys.all_keys())
         self._results.disconnect()
         self._tasks.disconnect()
+        self._backend.disconnect()

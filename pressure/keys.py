@@ -137,7 +137,7 @@ class ExecutorKeys:
     tasks: str
     #: The prefix of each executor's result queue name.
     results_prefix: str
-    #: Hash: task id -> 'cancel', or 'run:<worker>' once a worker started it.
+    #: Hash: task id -> 'cancel', or 'run:<starts>:<worker>' once a worker started it.
     claims: str
     #: Hash: worker id -> its last heartbeat, in ms (server time).
     workers: str

@@ -4,14 +4,14 @@ A worker takes tasks from the executor's task queue ``<name>:tasks`` (a
 reliable pressure queue: a task stays in Redis, in flight, until its result
 is sent) and runs them one at a time:
 
-1. a task delivered more than ``max_attempts`` times killed its workers
-   every time: its future fails with ``WorkerLost`` instead of running again;
-2. ``claim.lua`` marks it started, unless its future was cancelled (then it
-   is dropped: a cancelled future never runs);
-3. it runs, while a heartbeat thread restarts the delivery's visibility
-   timeout (so a long task is never redelivered while its worker lives) and
-   records the worker as alive;
-4. the outcome goes to the result queue of the executor that submitted it,
+1. ``claim.lua`` counts it started, unless its future was cancelled (then it
+   is dropped: a cancelled future never runs) or it was started
+   ``max_attempts`` times already and its worker died each time (then its
+   future fails with ``WorkerLost`` instead of it running again);
+2. it runs, while a heartbeat thread restarts the visibility timeout of what
+   the worker holds (so a long task is never redelivered while its worker
+   lives) and records the worker as alive;
+3. the outcome goes to the result queue of the executor that submitted it,
    then the delivery is acknowledged. A worker killed before that leaves the
    task in flight: pressure returns it to the queue when it finds the worker
    dead (at once on the same host, after the visibility timeout elsewhere).
@@ -59,7 +59,8 @@ HEARTBEAT = 1.0
 ALIVE_FOR = 5.0
 #: How long one wait for a task lasts before the worker checks whether it should stop.
 _POLL = 0.5
-#: Tasks shorter than this are prefetched (WorkerConfig.prefetch).
+#: Tasks shorter than this are prefetched (WorkerConfig.prefetch); tasks held behind one
+#: that runs longer go back to the queue.
 SHORT_TASK = 0.005
 
 
@@ -134,9 +135,10 @@ class _Worker:
     """One worker process: take tasks, run them one at a time, reply; until told to stop.
 
     Round trips are shared: tasks are taken up to ``prefetch`` at a time when that
-    many are queued, and a task's reply, its acknowledgement and the claim of the
-    next task held go out together. Tasks held but not started when the worker
-    stops are released to the queue at once.
+    many are queued (and tasks are short), and a task's reply, its acknowledgement
+    and the claim of the next task held go out together. Tasks held behind one that
+    runs longer than SHORT_TASK go back to the queue at once, for idle workers; so
+    do tasks held when the worker stops.
     """
 
     def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
@@ -147,28 +149,40 @@ class _Worker:
         self.tasks: Queue[Task] = Queue._from_config(
             self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
-        self.claim = PackedScript("claim", (self.keys.claims,), 0, 2)
+        self.claim = PackedScript("claim", (self.keys.claims,), 0, 3)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         self.stop = stop
         self.replies: dict[str, Queue[bytes]] = {}
         self.held: collections.deque[Any] = collections.deque()  # received, not finished
-        self.short = True  # whether the last task ran shorter than SHORT_TASK
+        self.started: float | None = None  # when held[0] started running
+        self.short = False  # whether the last task ran shorter than SHORT_TASK
         self.lock = threading.Lock()
 
     def heartbeat(self) -> None:
-        """Record this worker as alive, and keep the deliveries it holds visible."""
+        """Record this worker as alive and keep what it holds visible (every HEARTBEAT);
+        give back tasks held behind one running longer than SHORT_TASK (at once)."""
         client = Backend(self.where.config).client()
+        last_beat = 0.0
         while not self.stop():
             try:
-                seconds, micros = client.time()
-                client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
                 with self.lock:
-                    held = list(self.held)
-                for delivery in held:
-                    delivery.touch()
+                    waiting = []
+                    if self.started is not None and time.monotonic() - self.started > SHORT_TASK:
+                        while len(self.held) > 1:
+                            waiting.append(self.held.pop())  # newest first: the oldest ends at the head
+                for delivery in waiting:
+                    delivery.release()
+                if time.monotonic() - last_beat >= HEARTBEAT:
+                    last_beat = time.monotonic()
+                    seconds, micros = client.time()
+                    client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
+                    with self.lock:
+                        held = list(self.held)
+                    for delivery in held:
+                        delivery.touch()
             except (redis.RedisError, PressureError) as exc:
                 logger.warning("worker %s: heartbeat failed: %s", self.id, exc)
-            time.sleep(HEARTBEAT)
+            time.sleep(SHORT_TASK)
         with contextlib.suppress(redis.RedisError):
             client.hdel(self.keys.workers, self.id)
         client.close()
@@ -189,42 +203,42 @@ class _Worker:
         with self.lock:
             self.held.extend(got)
 
-    def _claim_call(self) -> tuple[PackedScript, list[bytes | str]] | None:
-        """The claim of the next task held, if it is to be run."""
-        if not self.held:
-            return None
-        task = self.held[0].item
-        if self.held[0].deliveries > task.max_attempts:
-            return None
-        return self.claim, [task.id, self.id]
+    def _claim_call(self, delivery: Any) -> tuple[PackedScript, list[bytes | str]]:
+        task: Task = delivery.item
+        return self.claim, [task.id, self.id, str(task.max_attempts)]
 
-    def run_next(self, claimed: Any) -> Any:
-        """Finish the first task held: run it if ``claimed`` (asked here if None), reply,
-        acknowledge, and claim the next one in the same round trip; that claim's reply."""
+    def run_next(self, claim: tuple[str, Any] | None) -> tuple[str, Any] | None:
+        """Finish the first task held: run it if claim.lua lets it start (``claim`` is the
+        (delivery id, reply) of a claim already made, else it is made here), reply,
+        acknowledge, and claim the next task held in the same round trip; that claim."""
         delivery = self.held[0]
         task: Task = delivery.item
-        client = self.backend.client()
-        message: bytes | None = None
-        if delivery.deliveries > task.max_attempts:
-            client.incr(self.keys.lost)
-            lost = WorkerLost(f"task {task.id} was lost with its worker {delivery.deliveries - 1} "
-                              f"times (max_attempts={task.max_attempts}): it is not run again")
-            message = pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
+        if claim is not None and claim[0] == delivery.id:
+            starts = claim[1]
         else:
-            if claimed is None:
-                claimed = self.backend.script(self.claim, (task.id, self.id))
-            if claimed == 1:  # else its future was cancelled: it never runs
-                if delivery.deliveries > 1:
-                    client.incr(self.keys.retried)
-                started = time.monotonic()
-                try:
-                    fn, args, kwargs = pickle.loads(task.body)
-                    _, message = outcome(True, fn(*args, **kwargs))
-                except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
-                    _, message = outcome(False, exc)
-                self.short = time.monotonic() - started < SHORT_TASK
+            starts = self.backend.script(*self._claim_call(delivery))
+        message: bytes | None = None
+        if starts == -1:
+            self.backend.client().incr(self.keys.lost)
+            lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
+                              f"died each time (max_attempts={task.max_attempts}): not run again")
+            message = pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
+        elif starts > 0:  # 0: its future was cancelled, it never runs
+            if starts > 1:
+                self.backend.client().incr(self.keys.retried)
+            with self.lock:
+                self.started = time.monotonic()
+            try:
+                fn, args, kwargs = pickle.loads(task.body)
+                _, message = outcome(True, fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+                _, message = outcome(False, exc)
         with self.lock:
+            if self.started is not None:
+                self.short = time.monotonic() - self.started < SHORT_TASK
+            self.started = None
             self.held.popleft()
+            following = self.held[0] if self.held else None
         calls: list[tuple[PackedScript, list[bytes | str]]] = []
         queue = None
         if message is not None:
@@ -232,9 +246,8 @@ class _Worker:
             message = task.id.encode() + b"\n" + message
             calls.append(queue._put_call(message))
         calls.append(delivery._ack_call())  # after the reply: a crash before it loses nothing
-        claim_next = self._claim_call()
-        if claim_next is not None:
-            calls.append(claim_next)
+        if following is not None:
+            calls.append(self._claim_call(following))
         replies = self.backend.pipeline(calls)
         for reply in replies:
             if isinstance(reply, Exception):
@@ -245,12 +258,12 @@ class _Worker:
             except ShutDown:
                 pass
         # a reply of -3 or -4 (closed, deleted): the executor is gone, nobody waits for it
-        return replies[-1] if claim_next is not None else None
+        return (following.id, replies[-1]) if following is not None else None
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
-        claimed: Any = None
+        claim: tuple[str, Any] | None = None
         try:
             while not self.stop():
                 if not self.held:
@@ -263,12 +276,11 @@ class _Worker:
                         continue
                     except ShutDown:  # the executor's queue was deleted
                         return
-                    claimed = None
-                claimed = self.run_next(claimed)
+                claim = self.run_next(claim)
         finally:
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
-            for delivery in held:  # not started: back to the queue for other workers
+            for delivery in reversed(held):  # not started: back to the queue, in order
                 with contextlib.suppress(PressureError):
                     delivery.release()
             with contextlib.suppress(redis.RedisError):  # no longer alive (the heartbeat may not say so)
