@@ -55,7 +55,7 @@ _POLL = 0.25
 #: The most results read (and their claims forgotten) in one round trip.
 _CLAIM_BATCH = 256
 
-_executors: weakref.WeakSet[Executor] = weakref.WeakSet()
+_cores: weakref.WeakSet[_Core] = weakref.WeakSet()
 _exiting = threading.Event()
 
 
@@ -63,9 +63,9 @@ def _python_exit() -> None:
     """At interpreter exit (before non-daemon threads are joined): pending work still
     completes, as with ProcessPoolExecutor, then each result thread ends."""
     _exiting.set()
-    for executor in list(_executors):
-        if executor._thread is None:
-            executor._cleanup()  # never used: its result queue (and an anonymous one's keys) go
+    for core in list(_cores):
+        if core._thread is None:
+            core._cleanup()  # never used: its result queue (and an anonymous one's keys) go
 
 
 threading._register_atexit(_python_exit)  # type: ignore[attr-defined]
@@ -111,16 +111,16 @@ def _chain(lists: Iterator[list[Any]]) -> Iterator[Any]:
 class _TaskFuture(Future):  # type: ignore[type-arg]
     """A Future whose ``cancel()`` first makes sure, in Redis, that no worker runs it."""
 
-    def __init__(self, executor: Executor, task_id: str) -> None:
+    def __init__(self, core: _Core, task_id: str) -> None:
         super().__init__()
-        self._executor = executor
+        self._core = core  # never the Executor: dropping it lets it be collected
         self._task_id = task_id
 
     def cancel(self) -> bool:
         with self._condition:
             if self._state != "PENDING":
                 return super().cancel()
-        if self._executor._cancel_task(self._task_id):
+        if self._core._cancel_task(self._task_id):
             if super().cancel():
                 # no worker will ever run it (Redis said so): tell wait() and as_completed() now
                 self.set_running_or_notify_cancel()
@@ -135,54 +135,27 @@ class _TaskFuture(Future):  # type: ignore[type-arg]
                 self._state = "RUNNING"
 
 
-class Executor(concurrent.futures.Executor):
-    """An Executor whose tasks run in worker processes on any host.
-
-    ``Executor(name)`` attaches to the task queue ``name`` (creating it); an
-    anonymous executor (``name=None``) gets a unique name, and its keys go
-    when it shuts down. ``max_workers`` local worker processes are started on
-    first use if no worker of this name is alive anywhere (``local_workers=True``
-    starts them regardless, ``False`` never). ``initializer(*initargs)`` runs in
-    every worker as it starts (workers that join from other hosts read it
-    from Redis, so it must pickle there); if it fails, the executor is broken.
-    ``max_attempts`` bounds the deliveries of a task whose workers die;
-    ``max_pending`` bounds the task queue (``submit`` then blocks);
-    ``visibility_timeout`` is how long a silent worker keeps its task (live
-    workers renew it every second).
-    """
+class _Core:
+    """Everything an Executor does, kept apart from the Executor object itself: its
+    threads and futures reference this, so an Executor dropped without ``shutdown()`` is
+    collected, and then finishes its pending work and cleans up like ``shutdown(wait=False)``.
+    The arguments are the Executor's, validated."""
 
     def __init__(
         self,
-        name: str | None = None,
-        *,
-        url: str | None = None,
-        connection: redis.Redis | None = None,
-        prefix: str | None = None,
-        max_workers: int | None = None,
-        mp_context: Any = None,
-        initializer: Callable[..., Any] | None = None,
-        initargs: tuple[Any, ...] = (),
-        max_attempts: int = 3,
-        max_pending: int | None = None,
-        visibility_timeout: float = 30.0,
-        local_workers: bool | None = None,
+        name: str | None,
+        config: ConnectionConfig,
+        connection: redis.Redis | None,
+        prefix: str | None,
+        max_workers: int,
+        mp_context: Any,
+        initializer: Callable[..., Any] | None,
+        initargs: tuple[Any, ...],
+        max_attempts: int,
+        max_pending: int | None,
+        visibility_timeout: float,
+        local_workers: bool | None,
     ) -> None:
-        if max_workers is None:
-            max_workers = os.cpu_count() or 1
-        elif max_workers <= 0:
-            raise ValueError("max_workers must be greater than 0")
-        if initializer is not None and not callable(initializer):
-            raise TypeError("initializer must be a callable")
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
-        if url is not None and connection is not None:
-            raise ValueError("pass either url or connection, not both")
-        if connection is not None:
-            config = ConnectionConfig.from_pool(connection.connection_pool)
-        elif url is not None:
-            config = ConnectionConfig.from_url(url)
-        else:
-            config = ConnectionConfig.from_environment()
         self._anonymous = name is None
         self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
         self._prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
@@ -220,9 +193,9 @@ class Executor(concurrent.futures.Executor):
         if initializer is not None:
             try:
                 client.set(self._keys.config, pickle.dumps((initializer, initargs)))
-            except (pickle.PicklingError, AttributeError, TypeError):
-                pass  # local workers get it directly; remote ones cannot
-        _executors.add(self)
+            except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
+                pass  # local workers get it directly; workers elsewhere cannot
+        _cores.add(self)
 
     @property
     def name(self) -> str:
@@ -265,36 +238,6 @@ class Executor(concurrent.futures.Executor):
                 self._outbox_ready.notify()
         return future
 
-    submit.__doc__ = concurrent.futures.Executor.submit.__doc__
-
-    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: float | None = None,
-            chunksize: int = 1) -> Iterator[Any]:
-        """Returns an iterator equivalent to map(fn, iter).
-
-        Args:
-            fn: A callable that will take as many arguments as there are
-                passed iterables.
-            timeout: The maximum number of seconds to wait. If None, then there
-                is no limit on the wait time.
-            chunksize: If greater than one, the iterables will be chopped into
-                chunks of size chunksize and submitted to the workers as one
-                task each.
-
-        Returns:
-            An iterator equivalent to: map(func, *iterables) but the calls may
-            be evaluated out-of-order.
-
-        Raises:
-            TimeoutError: If the entire result iterator could not be generated
-                before the given timeout.
-            Exception: If fn(*args) raises for any values.
-        """
-        if chunksize < 1:
-            raise ValueError("chunksize must be >= 1.")
-        results = super().map(functools.partial(_process_chunk, fn), _chunks(iterables, chunksize),
-                              timeout=timeout)
-        return _chain(results)
-
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shutdown = True
@@ -307,8 +250,6 @@ class Executor(concurrent.futures.Executor):
             self._cleanup()
         elif wait:
             thread.join()
-
-    shutdown.__doc__ = concurrent.futures.Executor.shutdown.__doc__
 
     # -- inspection ---------------------------------------------------------------
 
@@ -505,3 +446,115 @@ class Executor(concurrent.futures.Executor):
         self._results.disconnect()
         self._tasks.disconnect()
         self._backend.disconnect()
+
+    def _release(self) -> None:
+        """The Executor was collected without shutdown(): finish what is pending, then clean up."""
+        self.shutdown(wait=False)
+
+
+class Executor(concurrent.futures.Executor):
+    """An Executor whose tasks run in worker processes on any host.
+
+    ``Executor(name)`` attaches to the task queue ``name`` (creating it); an
+    anonymous executor (``name=None``) gets a unique name, and its keys go
+    when it shuts down. ``max_workers`` local worker processes are started on
+    first use if no worker of this name is alive anywhere (``local_workers=True``
+    starts them regardless, ``False`` never). ``initializer(*initargs)`` runs in
+    every worker as it starts (workers that join from other hosts read it
+    from Redis, so it must pickle there); if it fails, the executor is broken.
+    ``max_attempts`` bounds the deliveries of a task whose workers die;
+    ``max_pending`` bounds the task queue (``submit`` then blocks);
+    ``visibility_timeout`` is how long a silent worker keeps its task (live
+    workers renew it every second).
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        url: str | None = None,
+        connection: redis.Redis | None = None,
+        prefix: str | None = None,
+        max_workers: int | None = None,
+        mp_context: Any = None,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+        max_attempts: int = 3,
+        max_pending: int | None = None,
+        visibility_timeout: float = 30.0,
+        local_workers: bool | None = None,
+    ) -> None:
+        if max_workers is None:
+            max_workers = os.cpu_count() or 1
+        elif max_workers <= 0:
+            raise ValueError("max_workers must be greater than 0")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+        if url is not None and connection is not None:
+            raise ValueError("pass either url or connection, not both")
+        if connection is not None:
+            config = ConnectionConfig.from_pool(connection.connection_pool)
+        elif url is not None:
+            config = ConnectionConfig.from_url(url)
+        else:
+            config = ConnectionConfig.from_environment()
+        self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
+                           initargs, max_attempts, max_pending, visibility_timeout, local_workers)
+        weakref.finalize(self, self._core._release)
+
+    @property
+    def name(self) -> str:
+        """The executor's name: workers join it with ``python -m pressure worker <name>``."""
+        return self._core._name
+
+    def __repr__(self) -> str:
+        return f"<pressure.Executor name={self._core._name!r} url={self._core._backend.config.url!r}>"
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return self._core.submit(fn, *args, **kwargs)
+
+    submit.__doc__ = concurrent.futures.Executor.submit.__doc__
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: float | None = None,
+            chunksize: int = 1) -> Iterator[Any]:
+        """Returns an iterator equivalent to map(fn, iter).
+
+        Args:
+            fn: A callable that will take as many arguments as there are
+                passed iterables.
+            timeout: The maximum number of seconds to wait. If None, then there
+                is no limit on the wait time.
+            chunksize: If greater than one, the iterables will be chopped into
+                chunks of size chunksize and submitted to the workers as one
+                task each.
+
+        Returns:
+            An iterator equivalent to: map(func, *iterables) but the calls may
+            be evaluated out-of-order.
+
+        Raises:
+            TimeoutError: If the entire result iterator could not be generated
+                before the given timeout.
+            Exception: If fn(*args) raises for any values.
+        """
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1.")
+        results = super().map(functools.partial(_process_chunk, fn), _chunks(iterables, chunksize),
+                              timeout=timeout)
+        return _chain(results)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._core.shutdown(wait, cancel_futures=cancel_futures)
+
+    shutdown.__doc__ = concurrent.futures.Executor.shutdown.__doc__
+
+    def statistics(self) -> ExecutorStatistics:
+        """Tasks queued, running, done, failed, retried and lost, and the workers alive, across
+        every executor and worker sharing this executor's name."""
+        return self._core.statistics()
+
+    def workers_alive(self) -> int:
+        """How many workers of this name, on any host, were heard from in the last few seconds."""
+        return self._core.workers_alive()
