@@ -158,6 +158,18 @@ class ConnectionConfig:
     kwargs: tuple[tuple[str, Any], ...] = field(default=())
 
     @classmethod
+    def resolve(cls, url: str | None = None, connection: redis.Redis | None = None) -> ConnectionConfig:
+        """The server of a handle: ``url``, or the pool of ``connection`` (not both), else
+        ``from_environment()``."""
+        if url is not None and connection is not None:
+            raise ValueError("pass either url or connection, not both")
+        if connection is not None:
+            return cls.from_pool(connection.connection_pool)
+        if url is not None:
+            return cls.from_url(url)
+        return cls.from_environment()
+
+    @classmethod
     def from_url(cls, url: str) -> ConnectionConfig:
         """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL."""
         try:

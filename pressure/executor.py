@@ -492,14 +492,7 @@ class Executor(concurrent.futures.Executor):
             raise TypeError("initializer must be a callable")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
-        if url is not None and connection is not None:
-            raise ValueError("pass either url or connection, not both")
-        if connection is not None:
-            config = ConnectionConfig.from_pool(connection.connection_pool)
-        elif url is not None:
-            config = ConnectionConfig.from_url(url)
-        else:
-            config = ConnectionConfig.from_environment()
+        config = ConnectionConfig.resolve(url, connection)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
                            initargs, max_attempts, max_pending, visibility_timeout, local_workers)
         weakref.finalize(self, self._core._release)

@@ -340,12 +340,7 @@ class Queue(Generic[T]):
         if client_id is not None and (not isinstance(client_id, str) or not client_id):
             raise ValueError("client_id must be a non-empty string")
         bound = None if maxsize is None else _maxsize_value(maxsize)
-        if connection is not None:
-            config = ConnectionConfig.from_pool(connection.connection_pool)
-        elif url is not None:
-            config = ConnectionConfig.from_url(url)
-        else:
-            config = ConnectionConfig.from_environment()
+        config = ConnectionConfig.resolve(url, connection)
         options = {
             "reliable": bool(reliable),
             "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),

@@ -346,7 +346,7 @@ class WorkerPool:
                  mp_context: multiprocessing.context.BaseContext | None = None,
                  config: ConnectionConfig | None = None, prefetch: int = 8) -> None:
         if config is None:
-            config = ConnectionConfig.from_url(url) if url else ConnectionConfig.from_environment()
+            config = ConnectionConfig.resolve(url)
         if processes is None:
             processes = os.cpu_count() or 1
         if processes <= 0:
