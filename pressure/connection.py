@@ -108,20 +108,28 @@ class PackedScript:
     EVALSHA, the script's SHA1, the key count and the queue's fixed keys. Each
     call appends only what varies (per-thread keys and ARGV)."""
 
-    __slots__ = ("name", "_head", "_tail_len")
+    __slots__ = ("name", "_head", "_tail_len", "_parts", "_count")
 
     def __init__(self, name: str, fixed_keys: Sequence[str], extra_keys: int, args: int) -> None:
         self.name = name
         parts = [b"EVALSHA", _script_sha(name).encode(), b"%d" % (len(fixed_keys) + extra_keys),
                  *(key.encode() for key in fixed_keys)]
         self._tail_len = extra_keys + args
-        self._head = b"*%d\r\n" % (len(parts) + self._tail_len) + b"".join(map(_bulk, parts))
+        self._count = len(parts)
+        self._parts = b"".join(map(_bulk, parts))
+        self._head = b"*%d\r\n" % (self._count + self._tail_len) + self._parts
 
     def pack(self, tail: Sequence[bytes | str | int]) -> bytes:
         """The whole command, ``tail`` being the per-call keys and arguments."""
         if len(tail) != self._tail_len:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         return self._head + b"".join(map(_bulk, tail))
+
+    def pack_more(self, tail: Sequence[bytes | str | int]) -> bytes:
+        """The whole command with the usual arguments and then more (put_many's items)."""
+        if len(tail) < self._tail_len:
+            raise TypeError(f"script {self.name} takes at least {self._tail_len} more arguments")
+        return b"*%d\r\n" % (self._count + len(tail)) + self._parts + b"".join(map(_bulk, tail))
 
 
 def _closed_by_peer(conn: redis.connection.AbstractConnection) -> bool:
@@ -333,10 +341,11 @@ class Backend:
             self.raise_error(exc, what, mutating)
 
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
-               mutating: bool = True) -> Any:
-        """Run a packed script on this thread's connection (one round trip), loading it on NOSCRIPT."""
+               mutating: bool = True, more: bool = False) -> Any:
+        """Run a packed script on this thread's connection (one round trip), loading it on
+        NOSCRIPT. ``more``: ``tail`` may hold more arguments than usual (PackedScript.pack_more)."""
         conn = self.thread_connection()
-        data = [command.pack(tail)]
+        data = [command.pack_more(tail) if more else command.pack(tail)]
         what = f"script {command.name}"
         self._send(conn, data, what)
         try:

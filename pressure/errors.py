@@ -46,6 +46,10 @@ __all__ = [
 class PressureError(Exception):
     """Base class of every exception pressure raises."""
 
+    #: Set on the Full or ShutDown that ends a ``put_many`` early: how many of its items
+    #: (the first ones) went in before.
+    items_put: int | None = None
+
 
 class Full(PressureError, _stdlib_queue.Full):
     """Raised by a non-blocking or timed-out ``put`` when the queue is at its bound."""

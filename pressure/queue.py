@@ -51,7 +51,7 @@ import numbers
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -82,6 +82,8 @@ _TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 _CREATE_WAIT = 5.0
 #: The shortest server-side wait: never let a small timeout round down to 0.
 _MIN_WAIT = 0.005
+#: The most items put_many sends in one round trip (one script call).
+_BATCH = 1000
 #: How often, at most, the clients of a queue sweep it for expired deliveries.
 _SWEEP_INTERVAL = 1.0
 #: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
@@ -589,39 +591,88 @@ class Queue(Generic[T]):
         result = backend.script(self._put_command, args)
         if result >= 0:
             return
+        self._put_pending([(payload, self._order_key(item))], negative, block, wait, result)
+
+    def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
+        """Put several items into the queue, in order, many per round trip.
+
+        Every item is serialized first: if one cannot be, SerializationError is raised and
+        nothing is put. Then as many as the bound leaves room for go in at once
+        (atomically: stats and tokens as for single puts), and the rest wait for room as
+        ``put`` waits, 'block' and 'timeout' meaning what they mean there (the timeout
+        covers the whole batch). If the queue stays full or is shut down before all are
+        in, Full or ShutDown is raised with ``items_put`` set to how many of the items
+        (the first ones) went in. Other producers' items may come between the batch's
+        round trips, never inside one.
+        """
+        pending = [(serializers.dumps(self._serializer, item), self._order_key(item)) for item in items]
+        if not pending:
+            return
+        wait = _timeout_value(timeout) if block else None
+        negative = block and wait is not None and wait < 0
+        if self._pending_cancel:
+            self._retry_cancels()
+        total = len(pending)
+        try:
+            self._put_pending(pending, negative, block, wait, None)
+        except (Full, ShutDown) as exc:
+            exc.items_put = total - len(pending)
+            raise
+
+    def _put_pending(self, pending: list[tuple[bytes, bytes]], negative: bool, block: bool,
+                     wait: float | None, result: Any) -> None:
+        """Put ``pending`` (payload, order key) pairs, removing each from the list as it goes
+        in: up to _BATCH per round trip, waiting for room or for the producer role as
+        ``block``/``wait`` allow. ``result`` is put.lua's answer to a first try, if made."""
+        backend = self._backend
+        took = "0"
+        deadline = busy_deadline = math.inf
         now = time.monotonic()
         if not block:
             deadline = now
-        elif wait is None:
-            deadline = math.inf
-        else:
+        elif wait is not None:
             deadline = now + max(wait, 0.0)
         # a role held by another client is waited for like a mutex, even by put_nowait
         busy_deadline = max(deadline, now + backend.slice)
-        client = backend.client()
+        client = None
         while True:
+            if result is None:
+                batch = pending[:_BATCH]
+                args: list[bytes | str] = [self.client_id, batch[0][0], "1" if negative else "0", took,
+                                           self._keys.inbox_prefix, batch[0][1]]
+                for payload, order in batch[1:]:
+                    args += (payload, order)
+                result = backend.script(self._put_command, args, more=len(batch) > 1)
+            if isinstance(result, list):
+                result, went = result
+            else:
+                went = 1 if result >= 0 else 0
+            del pending[:went]
+            if not pending:
+                return
+            if went:
+                result, took = None, "0"
+                continue
             self._raise_for(result)
             now = time.monotonic()
             if result == _FULL:
                 if now >= deadline:
                     raise Full(f"queue {self._name!r} is full")
-                took = backend.call(
+                client = client or backend.client()
+                took = "1" if backend.call(
                     "BRPOP :not_full", client.brpop, [self._keys.not_full],
                     timeout=max(min(backend.slice, deadline - now), _MIN_WAIT),
-                )  # a lost reply costs a wake-up, never an item or a token: not "mutating"
-                args[3] = "1" if took else "0"
+                ) else "0"  # a lost reply costs a wake-up, never an item or a token: not "mutating"
             elif result == _BUSY:
                 if now >= busy_deadline:
                     holder = self._read(self._keys.producer)
                     raise Full(f"queue {self._name!r}: the producer role is held by {holder}")
                 self._recover_spec_holder(self._keys.producer_free, self._keys.producer)
                 self._wait_token(self._keys.producer_free, busy_deadline - now)
-                args[3] = "0"
+                took = "0"
             else:
                 raise ProtocolError(f"put script returned {result!r}")
-            result = backend.script(self._put_command, args)
-            if result >= 0:
-                return
+            result = None
 
     def put_nowait(self, item: T) -> None:
         """Put an item into the queue without blocking.
@@ -660,6 +711,32 @@ class Queue(Generic[T]):
         if self._reliable:
             self._unacked.append(delivery)
         return delivery.item
+
+    def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
+        """Remove and return up to ``max_items`` items, oldest first, in one round trip when
+        items are queued (atomically: stats and tokens as for single gets).
+
+        Returns at once with what is there, however few. With none there, it behaves as
+        ``get``: 'block' and 'timeout' mean what they mean there, Empty and ShutDown are
+        raised as there, and once one item arrives it is returned with whatever came with
+        it. In reliable mode each item is acknowledged by its own ``task_done()``; in the
+        default mode the next get acknowledges them all.
+        """
+        max_items = _count("max_items", max_items)
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, not {max_items}")
+        if block:
+            wait = _timeout_value(timeout)
+            if wait is not None and wait < 0:
+                raise ValueError(_TIMEOUT_MESSAGE)
+        got = self._receive_more(max_items)
+        if not got:
+            got = [self.receive(block, timeout)]
+            if self._reliable:
+                self._unacked.append(got[0])
+            if max_items > 1:
+                got += self._receive_more(max_items - 1)
+        return [delivery.item for delivery in got]
 
     def get_nowait(self) -> T:
         """Remove and return an item from the queue without blocking.

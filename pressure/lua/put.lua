@@ -29,12 +29,16 @@
 --           The entry handed over is '<seq>:<deliveries>:<ms>:<item>',
 --           as get.lua makes it
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
+-- ARGV[7..] - more items for put_many, each as two arguments: payload, order key. They
+--           go in after ARGV[2], in order, as many as the bound leaves room for
 -- return the queue length after the put (>= 0) on success, or
 --   -1 full, nothing pushed
 --   -2 the producer role is held by another client and the queue is not full
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
+-- With ARGV[7..], success is {the length, how many of the items went in (>= 1)};
+-- the negative codes are returned as they are (then none went in).
 local raw = redis.call('GET', KEYS[2])
 if not raw then return -4 end
 local bound = bound_of(raw)
@@ -71,6 +75,7 @@ if full then
   redis.call('DEL', KEYS[6])
   return -1
 end
+-- the first item (and a waiting consumer gets it, or the oldest queued, at once)
 redis.call('INCR', KEYS[7])
 redis.call('INCRBY', KEYS[8], #ARGV[2])
 local item = items_wrap(KEYS[15], ARGV[2], ARGV[6])
@@ -96,5 +101,24 @@ if waiter and lease == waiter then
 else
   len = items_push(KEYS[1], item)
 end
+-- the rest of a batch, while there is room
+local more = (#ARGV - 6) / 2
+local put = 1
+if more > 0 then
+  local room = more
+  if bound > 0 then room = math.min(more, bound - len) end
+  local bytes = 0
+  for i = 1, room do
+    local payload = ARGV[5 + 2 * i]
+    bytes = bytes + #payload
+    len = items_push(KEYS[1], items_wrap(KEYS[15], payload, ARGV[6 + 2 * i]))
+  end
+  if room > 0 then
+    redis.call('INCRBY', KEYS[7], room)
+    redis.call('INCRBY', KEYS[8], bytes)
+  end
+  put = put + room
+end
 keep_permit(KEYS[6], len, bound, permits)
+if more > 0 then return {len, put} end
 return len

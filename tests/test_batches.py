@@ -1,0 +1,150 @@
+"""put_many and get_many: one round trip per batch, atomic with respect to the bound, stats
+and tokens exactly as for single items, and spec clients still seeing a consistent queue."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+
+from .helpers import assert_invariants, blocks, snapshot
+
+
+def test_put_many_then_get_many_keep_order_and_count_like_single_items(make_queue: Any,
+                                                                         r: redis.Redis) -> None:
+    q, single = make_queue("batch"), make_queue("single")
+    items = [f"item-{i}" for i in range(25)]
+    q.put_many(items)
+    for item in items:
+        single.put(item)
+    assert q.get_many(10) == items[:10] and q.get_many(100) == items[10:]
+    for _ in items:
+        single.get()
+    a, b = q.statistics(), single.statistics()
+    assert (a.produced_messages, a.produced_bytes, a.consumed_messages, a.consumed_bytes) == \
+        (b.produced_messages, b.produced_bytes, b.consumed_messages, b.consumed_bytes)
+    assert r.lrange(q.keys.base, 0, -1) == [] and q.unfinished_tasks == 25
+    assert_invariants(r, q)
+
+
+def test_one_round_trip_per_batch(make_queue: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = make_queue("trips")
+    calls: list[str] = []
+    original = q._backend.script
+
+    def counting(command: Any, tail: Any, **kw: Any) -> Any:
+        calls.append(command.name)
+        return original(command, tail, **kw)
+
+    monkeypatch.setattr(q._backend, "script", counting)
+    q.put_many(range(500))
+    assert calls == ["put"]
+    assert q.get_many(500) == list(range(500))
+    assert calls == ["put", "get"]
+
+
+def test_a_batch_larger_than_the_room_puts_what_fits_then_waits(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("bounded", 3)
+    q.put("first")
+    with pytest.raises(pressure.Full) as caught:
+        q.put_many(["a", "b", "c", "d"], block=False)
+    assert caught.value.items_put == 2 and q.qsize() == 3  # exactly what fitted went in
+    assert r.llen(q.keys.not_full) == 0
+    consumer = make_queue("bounded")
+    got: list[Any] = []
+    blocks(lambda: q.put_many(["c", "d"]), lambda: got.extend(consumer.get_many(2)))
+    assert got == ["first", "a"] and q.get_many(10) == ["b", "c", "d"]
+    assert_invariants(r, q)
+
+
+def test_a_timed_put_many_reports_how_many_went_in(make_queue: Any) -> None:
+    q = make_queue("timed", 2)
+    with pytest.raises(pressure.Full) as caught:
+        q.put_many(range(5), timeout=0.2)
+    assert caught.value.items_put == 2 and q.get_many(5) == [0, 1]
+
+
+def test_an_unpicklable_item_puts_nothing(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("atomic", 5)
+    q.put(0)
+    before = snapshot(r, q)
+    with pytest.raises(pressure.SerializationError):
+        q.put_many([1, 2, threading.Lock(), 3])
+    assert snapshot(r, q) == before
+
+
+def test_put_many_after_close_raises_shutdown_and_get_many_drains(make_queue: Any) -> None:
+    q = make_queue("closing")
+    q.put_many([1, 2])
+    q.close()
+    with pytest.raises(pressure.ShutDown) as caught:
+        q.put_many([3])
+    assert caught.value.items_put == 0
+    assert q.get_many(5) == [1, 2]
+    with pytest.raises(pressure.ShutDown):
+        q.get_many(5)
+
+
+def test_get_many_blocks_like_get_then_takes_what_came(make_queue: Any) -> None:
+    q = make_queue("waiting")
+    producer = make_queue("waiting")
+    assert blocks(lambda: q.get_many(10, timeout=10), lambda: producer.put_many([1, 2, 3])) == [1, 2, 3]
+    with pytest.raises(pressure.Empty):
+        q.get_many(10, block=False)
+    with pytest.raises(pressure.Empty):
+        q.get_many(10, timeout=0.1)
+
+
+@pytest.mark.parametrize(("max_items", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError),
+                                                  ("3", TypeError)])
+def test_get_many_refuses_a_bad_count(make_queue: Any, max_items: Any, error: type[Exception]) -> None:
+    q = make_queue("bad")
+    q.put(1)
+    with pytest.raises(error):
+        q.get_many(max_items)
+    with pytest.raises(ValueError, match="^'timeout' must be a non-negative number$"):
+        q.get_many(1, timeout=-1)  # even with an item there, as get does
+    assert q.get_nowait() == 1
+
+
+def test_reliable_get_many_needs_one_task_done_per_item(make_queue: Any) -> None:
+    q = make_queue("rel", reliable=True)
+    q.put_many(["a", "b", "c"])
+    assert q.get_many(3) == ["a", "b", "c"]
+    assert len(q.in_flight()) == 3
+    for _ in range(3):
+        q.task_done()
+    assert q.in_flight() == [] and q.unfinished_tasks == 0
+
+
+def test_spec_clients_see_a_consistent_queue(make_queue: Any, r: redis.Redis) -> None:
+    """The twelve keys after batches are what single operations leave: a plain spec
+    client's LLEN, stats and permit agree."""
+    q = make_queue("spec", 10)
+    q.put_many(range(10))
+    assert r.llen(q.keys.base) == 10 and r.llen(q.keys.not_full) == 0
+    assert int(r.get(q.keys.produced_messages)) == 10
+    q.get_many(4)
+    assert r.llen(q.keys.base) == 6 and r.llen(q.keys.not_full) == 1
+    assert int(r.get(q.keys.consumed_messages)) == 4
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize(("cls", "expected"), [(pressure.LifoQueue, [5, 4, 3, 2, 1]),
+                                               (pressure.PriorityQueue, [1, 2, 3, 4, 5])])
+def test_ordered_batches(url: str, prefix: str, cls: Any, expected: list[int]) -> None:
+    q = cls("ordered", url=url, prefix=prefix)
+    q.put_many([3, 1, 2, 5, 4] if cls is pressure.PriorityQueue else [1, 2, 3, 4, 5])
+    assert q.get_many(10) == expected
+    q.disconnect()
+
+
+def test_a_waiting_consumer_gets_the_first_item_of_a_batch_at_once(make_queue: Any) -> None:
+    q = make_queue("handoff")
+    producer = make_queue("handoff")
+    got = blocks(lambda: q.get(timeout=10), lambda: producer.put_many(["x", "y"]))
+    assert got == "x" and q.get_nowait() == "y"
