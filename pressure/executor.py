@@ -197,14 +197,6 @@ class _Core:
                 pass  # local workers get it directly; workers elsewhere cannot
         _cores.add(self)
 
-    @property
-    def name(self) -> str:
-        """The executor's name: workers join it with ``python -m pressure worker <name>``."""
-        return self._name
-
-    def __repr__(self) -> str:
-        return f"<pressure.Executor name={self._name!r} url={self._backend.config.url!r}>"
-
     # -- submitting ---------------------------------------------------------------
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
