@@ -713,8 +713,9 @@ class Queue(Generic[T]):
         return delivery.item
 
     def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
-        """Remove and return up to ``max_items`` items, oldest first, in one round trip when
-        items are queued (atomically: stats and tokens as for single gets).
+        """Remove and return up to ``max_items`` items (at most 1000 per call), next-out first,
+        in one round trip when items are queued (atomically: stats and tokens as for single
+        gets).
 
         Returns at once with what is there, however few. With none there, it behaves as
         ``get``: 'block' and 'timeout' mean what they mean there, Empty and ShutDown are
@@ -778,7 +779,7 @@ class Queue(Generic[T]):
         return Delivery(item, seq, deliveries, ms / 1000, cid, self)
 
     def _receive_more(self, n: int) -> list[Delivery[T]]:
-        """Up to ``n`` items that are in the queue now, in one round trip (get.lua 'many');
+        """Up to ``n`` items (at most 1000) that are queued now, in one round trip (get.lua 'many');
         [] if there are none (or another consumer holds the role). Never waits. In reliable
         mode each stays in flight until acknowledged, as after ``receive()``."""
         if self._pending_cancel:

@@ -137,13 +137,16 @@ if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]
 if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
   local want = 1
-  if mode == 'many' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len)) end
+  -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
+  if mode == 'many' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
   local redelivered = redis.call('EXISTS', KEYS[12]) == 1
+  local items
+  if want == 1 then items = {items_pop(KEYS[1])} else items = items_pop_all(KEYS[1], want) end
+  local seq = redis.call('INCRBY', KEYS[13], want) - want
   local entries, bytes = {}, 0
-  for i = 1, want do
-    local item = items_pop(KEYS[1])
+  for i, item in ipairs(items) do
     bytes = bytes + items_size(item)
     local deliveries = 1
     if redelivered then
@@ -151,7 +154,7 @@ if len > 0 then
       deliveries = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
       redis.call('HDEL', KEYS[12], digest)
     end
-    entries[i] = redis.call('INCR', KEYS[13]) .. ':' .. deliveries .. ':' .. now .. ':' .. item
+    entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item
   end
   len = len - want
   redis.call('INCRBY', KEYS[7], want)
@@ -159,7 +162,7 @@ if len > 0 then
   keep_permit(KEYS[6], len, bound, permits)
   stop_waiting()
   if mode == 'many' then
-    for i = 1, want do redis.call('LPUSH', inflight, entries[i]) end
+    redis.call('LPUSH', inflight, unpack(entries))
     return entries
   end
   if mode == 'nowait' then

@@ -24,6 +24,16 @@ local function items_pop(key)
   return redis.call('RPOP', key)
 end
 
+-- Queue several new items at the tail, in order (one command); return the new length.
+local function items_push_all(key, items)
+  return redis.call('LPUSH', key, unpack(items))
+end
+
+-- Take up to n items out, next-out first (one command; n <= the length).
+local function items_pop_all(key, n)
+  return redis.call('RPOP', key, n)
+end
+
 -- Put a delivered item back where it came from: the head, next out.
 local function items_return(key, item)
   redis.call('RPUSH', key, item)

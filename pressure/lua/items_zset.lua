@@ -30,6 +30,23 @@ local function items_pop(key)
   return popped[1] or false
 end
 
+local function items_push_all(key, items)
+  local args = {}
+  for i, item in ipairs(items) do
+    args[2 * i - 1] = 0
+    args[2 * i] = item
+  end
+  redis.call('ZADD', key, unpack(args))
+  return redis.call('ZCARD', key)
+end
+
+local function items_pop_all(key, n)
+  local popped = redis.call('ZPOPMIN', key, n)
+  local items = {}
+  for i = 1, #popped, 2 do items[#items + 1] = popped[i] end
+  return items
+end
+
 -- A member keeps its place in the order: back where it was.
 local function items_return(key, item)
   redis.call('ZADD', key, 0, item)

@@ -108,12 +108,14 @@ if more > 0 then
   local room = more
   if bound > 0 then room = math.min(more, bound - len) end
   local bytes = 0
+  local items = {}
   for i = 1, room do
     local payload = ARGV[5 + 2 * i]
     bytes = bytes + #payload
-    len = items_push(KEYS[1], items_wrap(KEYS[15], payload, ARGV[6 + 2 * i]))
+    items[i] = items_wrap(KEYS[15], payload, ARGV[6 + 2 * i])
   end
   if room > 0 then
+    len = items_push_all(KEYS[1], items)
     redis.call('INCRBY', KEYS[7], room)
     redis.call('INCRBY', KEYS[8], bytes)
   end
