@@ -1,7 +1,8 @@
 """``python -m pressure bench``: pressure.Queue and pressure.Executor against their baselines.
 
-Two sections, both by default, on one machine and one Redis server:
-``--no-executor`` runs only the queues, ``--executor`` only the executors.
+Queues and executors by default, on one machine and one Redis server:
+``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
+only the batches.
 
 **Queues.** For each transport the benchmark starts one producer process and one consumer
 process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
@@ -30,20 +31,13 @@ The transports:
 Results come back to the parent over ``multiprocessing`` pipes, never through
 the transport being measured.
 
-**Executors.** ``pressure.Executor`` (its own local workers) against
-``concurrent.futures.ProcessPoolExecutor``, both with ``--workers`` worker
-processes started with ``forkserver``, both warmed up first (every worker
-process has run a task, so start-up is not measured), then, in turns:
+**Executors** (``pressure.bench_executor``): ``pressure.Executor`` against
+``concurrent.futures.ProcessPoolExecutor``, no-op tasks/s and CPU-bound wall time.
 
-* **no-op** - ``--executor-tasks`` tasks that do nothing, all submitted, then
-  waited for: tasks/s, the executor's own cost per task;
-* **CPU-bound** - ``--cpu-tasks`` tasks, each the SHA-256 of ``--cpu-mb`` MiB
-  (fed one MiB at a time; about 0.15 s per 256 MiB with SHA extensions):
-  wall time from the first submit to the last result. Every digest is checked.
-
-With ``--repeat R`` each measurement is taken R times, the executors taking
-turns, and each one's best counts. The ratios compare pressure with the
-stdlib (no-op tasks/s, and CPU-bound speed = stdlib time / pressure time).
+**Batches** (``pressure.bench_batch``, opt-in with ``--batch``, which runs only it: it takes
+about a minute per round): ``put_many``/``get_many`` against raw redis-py batches and
+``multiprocessing.Queue``, for several batch and payload sizes, 1x1 and 2x2 processes; plus
+single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per queued item.
 
 Nothing is flushed: every queue, list and executor has a unique (uuid) name
 and its keys are deleted afterwards. Without ``--url`` the benchmark uses
@@ -57,10 +51,8 @@ from __future__ import annotations
 
 import abc
 import argparse
-import concurrent.futures
 import contextlib
 import functools
-import hashlib
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -83,14 +75,12 @@ import redis
 from . import identity
 from .connection import ConnectionConfig
 from .errors import QueueDoesNotExist, ShutDown
-from .executor import Executor
 from .keys import QueueKeys
 from .queue import Queue
 from .server import RedisServer, ServerUnavailable
 
 __all__ = [
     "BenchConfig",
-    "ExecutorResult",
     "MultiprocessingTransport",
     "Phase",
     "PhaseResult",
@@ -102,23 +92,17 @@ __all__ = [
     "TransportResult",
     "add_arguments",
     "build_parser",
-    "format_executor_goals",
-    "format_executor_table",
     "format_goals",
     "format_notes",
     "format_table",
-    "hash_task",
     "machine_facts",
     "main",
     "make_transports",
-    "noop_task",
-    "print_executor_report",
     "print_machine",
     "print_report",
     "redis_url",
     "run",
     "run_all",
-    "run_executors",
     "run_phase",
 ]
 
@@ -157,12 +141,19 @@ class BenchConfig:
     #: Which sections run.
     queues: bool = True
     executors: bool = True
+    batches: bool = False
     #: The executor section: worker processes per executor, no-op tasks, CPU-bound tasks
     #: and the MiB each of them hashes.
     workers: int = 2
     executor_tasks: int = 2_000
     cpu_tasks: int = 40
     cpu_mb: int = 256
+    #: The batch section: batch sizes, payload sizes, messages per 100-B cell (fewer for
+    #: bigger payloads) and the items queued for the memory figure.
+    batch_sizes: tuple[int, ...] = (1, 10, 100, 500)
+    payload_sizes: tuple[int, ...] = (100, 10_000, 1_000_000)
+    batch_messages: int = 20_000
+    memory_items: int = 200_000
 
 
 @dataclass(frozen=True)
@@ -667,168 +658,6 @@ def run_all(url: str, config: BenchConfig) -> list[TransportResult]:
     return outcomes
 
 
-# -- the executor benchmark -------------------------------------------------------
-
-#: Both executors' worker processes start with this method (pressure's local workers
-#: use it too), so both pay the same for it, outside the measurements.
-EXECUTOR_START_METHOD = "forkserver"
-#: The longest a warm-up waits for every worker process to run a task.
-WARM_TIMEOUT = 60.0
-_MIB = 1 << 20
-
-
-def noop_task() -> None:
-    """The no-op task: what is measured is the executor's own cost per task."""
-
-
-def hash_task(megabytes: int) -> str:
-    """The CPU-bound task: the SHA-256 hex digest of ``megabytes`` MiB of zero bytes,
-    fed one MiB at a time."""
-    block = bytes(_MIB)
-    digest = hashlib.sha256()
-    for _ in range(megabytes):
-        digest.update(block)
-    return digest.hexdigest()
-
-
-def _pid_task(seconds: float) -> int:
-    """Warm-up: hold a worker for ``seconds`` (so the others get tasks too); its pid."""
-    time.sleep(seconds)
-    return os.getpid()
-
-
-@dataclass
-class ExecutorResult:
-    """One executor's best no-op rate and CPU-bound wall time, or why it has none."""
-
-    key: str
-    label: str
-    noop_per_s: float | None = None
-    cpu_s: float | None = None
-    error: str | None = None
-
-
-def _executor_factories(url: str, workers: int
-                        ) -> list[tuple[str, str, Callable[[], concurrent.futures.Executor]]]:
-    """(key, label, factory) of the stdlib baseline and of pressure.Executor, in table order."""
-    ctx = multiprocessing.get_context(EXECUTOR_START_METHOD)
-    return [
-        ("stdlib", "concurrent.futures.ProcessPoolExecutor",
-         functools.partial(concurrent.futures.ProcessPoolExecutor, max_workers=workers, mp_context=ctx)),
-        ("pressure", "pressure.Executor",
-         functools.partial(Executor, url=url, prefix=_KEY_PREFIX, max_workers=workers,
-                           local_workers=True)),
-    ]
-
-
-def _wait_all(futures: Sequence[concurrent.futures.Future[Any]], limit: float) -> None:
-    """Wait for every future; raise the first task's exception, or TimeoutError."""
-    _, pending = concurrent.futures.wait(futures, timeout=limit)
-    if pending:
-        raise TimeoutError(f"{len(pending)} of {len(futures)} tasks unfinished after {limit:.0f} s")
-    for future in futures:
-        future.result()
-
-
-def _warm(executor: concurrent.futures.Executor, workers: int) -> int:
-    """Return once each of the ``workers`` processes has run a task (so all are started);
-    how many did."""
-    deadline = time.monotonic() + WARM_TIMEOUT
-    pids: set[int] = set()
-    while len(pids) < workers:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"only {len(pids)} of {workers} worker processes ran a task "
-                               f"within {WARM_TIMEOUT:.0f} s")
-        futures = [executor.submit(_pid_task, 0.05) for _ in range(2 * workers)]
-        _wait_all(futures, remaining)
-        pids.update(f.result() for f in futures)
-    _wait_all([executor.submit(noop_task) for _ in range(10 * workers)], WARM_TIMEOUT)
-    return len(pids)
-
-
-def _noop_rate(executor: concurrent.futures.Executor, config: BenchConfig) -> float:
-    """Submit ``executor_tasks`` no-op tasks, wait for all: tasks per second."""
-    start = time.perf_counter()
-    futures = [executor.submit(noop_task) for _ in range(config.executor_tasks)]
-    _wait_all(futures, 60.0 + config.executor_tasks * 0.01)
-    return config.executor_tasks / (time.perf_counter() - start)
-
-
-def _cpu_time(executor: concurrent.futures.Executor, config: BenchConfig) -> float:
-    """Submit ``cpu_tasks`` hash tasks, wait for all: seconds from the first submit to the
-    last result. Every digest is checked against one computed here."""
-    start = time.perf_counter()
-    futures = [executor.submit(hash_task, config.cpu_mb) for _ in range(config.cpu_tasks)]
-    _wait_all(futures, 60.0 + config.cpu_tasks * config.cpu_mb * 0.01)
-    elapsed = time.perf_counter() - start
-    expected = hash_task(config.cpu_mb)
-    wrong = sum(f.result() != expected for f in futures)
-    if wrong:
-        raise ValueError(f"{wrong} of {config.cpu_tasks} hash tasks returned a wrong digest")
-    return elapsed
-
-
-#: What each step of the executor benchmark reports, as a progress-line format.
-_STEPS: dict[str, str] = {"warm-up": "{:.0f} workers", "no-op": "{:,.0f} tasks/s",
-                          "CPU-bound": "{:.2f} s"}
-
-
-def _attempt(result: ExecutorResult, step: str, run: Callable[[], float]) -> float | None:
-    """Run one step and show its outcome; on failure record the error and return None."""
-    began = time.monotonic()
-    try:
-        value = run()
-    except Exception as exc:  # noqa: BLE001 - shown in the table's notes
-        result.error = f"{step}: {type(exc).__name__}: {exc}"
-        _progress(f"  {result.label} failed: {result.error}")
-        return None
-    status = _STEPS[step].format(value)
-    _progress(f"  {result.label:<38} {step:<10} {status:>16}  ({time.monotonic() - began:.1f} s)")
-    return value
-
-
-def _best_rate(result: ExecutorResult, rate: float) -> None:
-    result.noop_per_s = max(rate, result.noop_per_s or 0.0)
-
-
-def _best_time(result: ExecutorResult, seconds: float) -> None:
-    result.cpu_s = min(seconds, result.cpu_s or math.inf)
-
-
-#: The measurements of a round, in order: (step, measure, keep the best so far).
-_MEASUREMENTS: tuple[tuple[str, Callable[[concurrent.futures.Executor, BenchConfig], float],
-                           Callable[[ExecutorResult, float], None]], ...] = (
-    ("no-op", _noop_rate, _best_rate),
-    ("CPU-bound", _cpu_time, _best_time),
-)
-
-
-def run_executors(url: str, config: BenchConfig) -> list[ExecutorResult]:
-    """Start and warm both executors, then ``repeat`` rounds of every measurement, the
-    executors taking turns at each; each one's best counts. An executor that fails sits out
-    the rest."""
-    factories = _executor_factories(url, config.workers)
-    results = [ExecutorResult(key, label) for key, label, _ in factories]
-    with contextlib.ExitStack() as stack:
-        ready: list[tuple[concurrent.futures.Executor, ExecutorResult]] = []
-        for (_, _, factory), result in zip(factories, results, strict=True):
-            executor = factory()
-            stack.callback(executor.shutdown, wait=True, cancel_futures=True)
-            if _attempt(result, "warm-up", functools.partial(_warm, executor, config.workers)):
-                ready.append((executor, result))
-        for _ in range(config.repeat):
-            for step, measure, keep in _MEASUREMENTS:
-                still = []
-                for executor, result in ready:
-                    value = _attempt(result, step, functools.partial(measure, executor, config))
-                    if value is not None:
-                        keep(result, value)
-                        still.append((executor, result))
-                ready = still
-    return results
-
-
 # -- the server -------------------------------------------------------------------
 
 
@@ -991,43 +820,6 @@ def format_goals(results: list[TransportResult], maxsize: int) -> list[str]:
     ]
 
 
-def _executor_ratios(results: list[ExecutorResult]) -> tuple[float | None, float | None]:
-    """pressure's no-op rate and CPU-bound speed (stdlib time / pressure time) as fractions
-    of the stdlib's."""
-    by = {r.key: r for r in results}
-    stdlib, ours = by.get("stdlib"), by.get("pressure")
-    if stdlib is None or ours is None:
-        return None, None
-    return _ratio(ours.noop_per_s, stdlib.noop_per_s), _ratio(stdlib.cpu_s, ours.cpu_s)
-
-
-def format_executor_table(results: list[ExecutorResult]) -> list[str]:
-    """The executor table: no-op tasks/s and CPU-bound wall time, each with its ratio to
-    ProcessPoolExecutor (for the time, its speed: stdlib time / this time)."""
-    by = {r.key: r for r in results}
-    stdlib = by.get("stdlib")
-    rows = [("executor", "no-op tasks/s", "vs stdlib", "CPU-bound s", "speed vs stdlib")]
-    for r in results:
-        rows.append((
-            r.label,
-            "error" if r.noop_per_s is None and r.error else _fmt(r.noop_per_s),
-            _fmt(_ratio(r.noop_per_s, stdlib.noop_per_s if stdlib else None), 2, "x"),
-            "error" if r.cpu_s is None and r.error else _fmt(r.cpu_s, 2),
-            _fmt(_ratio(stdlib.cpu_s if stdlib else None, r.cpu_s), 2, "x"),
-        ))
-    return _render(rows)
-
-
-def format_executor_goals(results: list[ExecutorResult]) -> list[str]:
-    """The two executor goals, each PASS or MISS."""
-    noop, cpu = _executor_ratios(results)
-    return [
-        "goals (executor):",
-        _goal_line("pressure.Executor no-op >= 0.5x ProcessPoolExecutor", noop, 0.5),
-        _goal_line("pressure.Executor CPU-bound within 10% (>= 0.9x)", cpu, 0.9),
-    ]
-
-
 def print_machine(url: str, how: str) -> None:
     """The server and the machine the figures come from."""
     print()
@@ -1062,20 +854,6 @@ def print_report(results: list[TransportResult], config: BenchConfig) -> None:
     _print_lines(format_goals(results, config.maxsize))
 
 
-def print_executor_report(results: list[ExecutorResult], config: BenchConfig) -> None:
-    """The executor section: settings, table, errors, goals."""
-    print()
-    print(f"executors: {config.workers} worker processes each (multiprocessing "
-          f"'{EXECUTOR_START_METHOD}'), started and warmed up before measuring{_rounds(config)}")
-    print(f"  no-op: {config.executor_tasks:,} tasks submitted, then waited for; CPU-bound: "
-          f"{config.cpu_tasks:,} tasks, each SHA-256 of {config.cpu_mb:,} MiB (wall time)")
-    _print_lines(format_executor_table(results))
-    errors = [f"  - {r.label} {r.error}" for r in results if r.error]
-    if errors:
-        _print_lines(errors, "notes:")
-    _print_lines(format_executor_goals(results))
-
-
 # -- command line -----------------------------------------------------------------
 
 
@@ -1100,6 +878,17 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _size_list(text: str) -> tuple[int, ...]:
+    """A comma-separated list of positive integers (each at least 8 when used as payloads)."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, not {text}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive integers, not {text}")
+    return values
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bench`` options (shared by ``python -m pressure bench`` and ``run``)."""
     parser.add_argument("--url", help="Redis server URL (default: $REDIS_URL if it answers, "
@@ -1122,6 +911,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="run only the executor section (default: both sections)")
     sections.add_argument("--no-executor", action="store_true",
                           help="run only the queue section (default: both sections)")
+    sections.add_argument("--batch", action="store_true",
+                          help="run only the batch section (put_many/get_many); it is opt-in, "
+                          "not in the default run, because it takes about a minute per --repeat round")
+    parser.add_argument("--no-batch", action="store_true",
+                        help="skip the batch section (the default; kept for scripts)")
+    parser.add_argument("--batch-sizes", type=_size_list, default=(1, 10, 100, 500),
+                        help="comma-separated batch sizes of the batch section (default: 1,10,100,500)")
+    parser.add_argument("--payload-sizes", type=_size_list, default=(100, 10_000, 1_000_000),
+                        help="comma-separated payload sizes in bytes of the batch section, each at "
+                        "least 8 (default: 100,10000,1000000); bigger payloads move fewer messages")
+    parser.add_argument("--batch-messages", type=_positive_int, default=20_000,
+                        help="messages per batch-section cell at 100 B (default: %(default)s)")
+    parser.add_argument("--memory-items", type=_positive_int, default=200_000,
+                        help="100-B items queued for the batch section's memory line "
+                        "(default: %(default)s)")
     parser.add_argument("--workers", type=_positive_int, default=_usable_cpus(),
                         help="worker processes of each executor (default: the CPUs usable, "
                         "here %(default)s)")
@@ -1143,28 +947,44 @@ def build_parser(prog: str = "python -m pressure bench") -> argparse.ArgumentPar
 def _config(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
                        latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
-                       queues=not args.executor, executors=not args.no_executor,
+                       queues=not (args.executor or args.batch),
+                       executors=not (args.no_executor or args.batch),
+                       batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
-                       cpu_tasks=args.cpu_tasks, cpu_mb=args.cpu_mb)
+                       cpu_tasks=args.cpu_tasks, cpu_mb=args.cpu_mb,
+                       batch_sizes=args.batch_sizes, payload_sizes=args.payload_sizes,
+                       batch_messages=args.batch_messages, memory_items=args.memory_items)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark from parsed options; 0 even if goals are missed."""
     config = _config(args)
+    if min(config.payload_sizes) < _STAMP.size:
+        print(f"pressure bench: --payload-sizes must be at least {_STAMP.size}", file=sys.stderr)
+        return 2
     try:
         with redis_url(config.url) as (url, how):
-            results = executor_results = None
+            reports: list[Callable[[], None]] = []
             if config.queues:
                 _progress(f"benchmarking 5 transports on {_safe_url(url)} ...")
                 results = run_all(url, config)
+                reports.append(functools.partial(print_report, results, config))
             if config.executors:
+                from . import bench_executor
+
                 _progress(f"benchmarking 2 executors with {config.workers} workers each ...")
-                executor_results = run_executors(url, config)
+                executor_results = bench_executor.run_executors(url, config)
+                reports.append(functools.partial(bench_executor.print_executor_report,
+                                                 executor_results, config))
+            if config.batches:
+                from . import bench_batch
+
+                _progress(f"benchmarking batches on {_safe_url(url)} ...")
+                batch_report = bench_batch.run_batches(url, config)
+                reports.append(functools.partial(bench_batch.print_batch_report, batch_report, config))
             print_machine(url, how)
-            if results is not None:
-                print_report(results, config)
-            if executor_results is not None:
-                print_executor_report(executor_results, config)
+            for report in reports:
+                report()
     except (ConnectionError, ServerUnavailable, redis.RedisError, OSError) as exc:
         print(f"pressure bench: {exc}", file=sys.stderr)
         return 1
@@ -1177,6 +997,20 @@ def main(args: argparse.Namespace) -> int:
 def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the options after ``bench``; default ``sys.argv[1:]``) and run."""
     return main(build_parser().parse_args(argv))
+
+
+#: Names that moved to pressure.bench_executor, still reachable here (loaded on first use).
+_EXECUTOR_NAMES = frozenset({"EXECUTOR_START_METHOD", "ExecutorResult", "format_executor_goals",
+                             "format_executor_table", "hash_task", "noop_task",
+                             "print_executor_report", "run_executors"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXECUTOR_NAMES:
+        from . import bench_executor
+
+        return getattr(bench_executor, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

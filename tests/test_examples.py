@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from pressure import bench
+from pressure import bench, bench_batch
 from pressure.keys import ExecutorKeys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +114,84 @@ def test_executor_failure_is_reported_not_hidden() -> None:
     assert [c.strip() for c in bench.format_executor_table(results)[-1].split("|")] == [
         "pressure", "error", "-", "error", "-"]
     assert all(line.endswith("MISS (no result)") for line in bench.format_executor_goals(results)[1:])
+
+
+# -- the batch benchmark ------------------------------------------------------------
+
+_TINY_BATCH = ["--batch", "--batch-messages", "1000", "--payload-sizes", "100,10000", "--batch-sizes",
+               "1,500", "--count", "300", "--latency-count", "50", "--rate", "500",
+               "--memory-items", "5000"]
+
+
+def test_bench_batch_only_reports_every_cell_memory_and_goals(url: str, r: redis.Redis) -> None:
+    """--batch runs only the batch section: every (topology, payload, batch) row has numbers
+    for pressure, raw and mp.Queue (no error), the single-item rows, a plausible memory line,
+    all four goals judged; neither the queue nor the executor section; no keys left."""
+    report = _bench(url, *_TINY_BATCH)
+    table = report.split("procs ")[1].split("single items:")[0]
+    rows = [[c.strip() for c in line.split("|")] for line in table.splitlines() if "|" in line][1:]
+    assert [row[:3] for row in rows] == [[p, size, b] for p in ("1x1", "2x2")
+                                         for size in ("100 B", "10 KB") for b in ("1", "500")]
+    for row in rows:
+        assert all(re.fullmatch(r"[\d,.]+x?", cell) for cell in row[3:]), row
+    assert "pressure.Queue maxsize=0" in report and "redis-py LPUSH/BRPOP (raw)" in report
+    memory = re.search(r"^memory: ([\d,.]+) bytes of Redis memory per queued 100-B item", report,
+                       re.MULTILINE)
+    assert memory and 100 <= float(memory.group(1).replace(",", "")) < 1000
+    goals = report.split("goals (batches):")[1].strip().splitlines()
+    assert len(goals) == 4 and all(re.search(r"\d\.\d\dx  (PASS|MISS)$", g) for g in goals), goals
+    assert "error" not in report and "spec literal" not in report and "goals (executor)" not in report
+    assert r.keys("*pressure-bench*") == []
+
+
+def test_bench_batch_options_select_only_the_batch_section() -> None:
+    """--batch is opt-in and exclusive with --executor; the size lists parse and reject junk."""
+    parser = bench.build_parser()
+    default = bench._config(parser.parse_args([]))
+    only = bench._config(parser.parse_args(["--batch", "--batch-sizes", "2,50", "--payload-sizes", "64"]))
+    assert default.batches is False
+    assert (only.queues, only.executors, only.batches) == (False, False, True)
+    assert only.batch_sizes == (2, 50) and only.payload_sizes == (64,)
+    for bad in (["--batch", "--executor"], ["--batch-sizes", "0,10"], ["--payload-sizes", "1k"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)
+
+
+def test_big_payload_cells_move_fewer_messages() -> None:
+    """Each cell moves at most CELL_BYTES (but at least MIN_CELL_MESSAGES), so 1 MB cells
+    take about as long as 100 B ones; every batch size gets every payload size."""
+    config = bench._config(bench.build_parser().parse_args(["--batch"]))
+    counts = {(c.payload, c.batch): c.count for c in bench_batch.make_cells(config)}
+    assert len(counts) == 12
+    assert counts[(100, 500)] == 20_000 and counts[(1_000_000, 1)] == bench_batch.CELL_BYTES // 1_000_000 == 67
+    assert counts[(10_000, 10)] == bench_batch.CELL_BYTES // 10_000
+
+
+def _report(ours: float, raw: float, mp: float, p99: tuple[float, float]) -> bench_batch.BatchReport:
+    """A report with one 500 x 100 B cell per transport and single-item results."""
+    cell = bench_batch.Cell(100, 500, 1000)
+    one = bench_batch.Cell(100, 1, 1000)
+    cells = {("pressure", 1, cell): bench_batch.BatchResult("pressure", 1, cell, ours),
+             ("raw", 1, cell): bench_batch.BatchResult("raw", 1, cell, raw),
+             ("mp", 1, one): bench_batch.BatchResult("mp", 1, one, mp)}
+    singles = [bench_batch.SingleResult(k, k, bench.PhaseResult(msgs_per_s=1000.0),
+                                        bench.PhaseResult(p99_us=us)) for k, us in zip(("pressure", "raw"), p99)]
+    return bench_batch.BatchReport(cells, singles)
+
+
+def test_batch_goals_pass_exactly_at_their_thresholds() -> None:
+    """vs mp at 1.0x and vs raw at 0.7x pass, below them miss; p99 passes at 2x raw, misses
+    above; a failed cell is shown as 'error' and its goals cannot pass."""
+    passing = bench_batch.format_batch_goals(_report(700.0, 1000.0, 700.0, (200.0, 100.0)))
+    assert [line.split()[-1] for line in passing[1:]] == ["PASS"] * 4
+    missing = bench_batch.format_batch_goals(_report(690.0, 1000.0, 700.0, (201.0, 100.0)))
+    assert [line.split()[-1] for line in missing[1:]] == ["MISS", "MISS", "PASS", "MISS"]
+    broken = _report(700.0, 1000.0, 700.0, (200.0, 100.0))
+    for result in broken.cells.values():
+        if result.key == "pressure":
+            result.msgs_per_s, result.error = None, "consumer: TimeoutError"
+    assert bench_batch.format_batch_table(broken)[-1].split("|")[3].strip() == "error"
+    assert all(line.endswith("MISS (no result)") for line in bench_batch.format_batch_goals(broken)[1:3])
 
 
 # -- the executor examples ------------------------------------------------------------
