@@ -61,6 +61,7 @@ SCRIPT_NAMES = (
     "forget",
     "touch",
     "claim",
+    "unclaim",
     "cancel",
 )
 

@@ -4,17 +4,20 @@ A worker takes tasks from the executor's task queue ``<name>:tasks`` (a
 reliable pressure queue: a task stays in Redis, in flight, until its result
 is sent) and runs them one at a time:
 
-1. ``claim.lua`` counts it started, unless its future was cancelled (then it
-   is dropped: a cancelled future never runs) or it was started
-   ``max_attempts`` times already and its worker died each time (then its
-   future fails with ``WorkerLost`` instead of it running again);
+1. ``claim.lua`` counts it started (a prefetched batch at once), unless its
+   future was cancelled (then it is dropped: a cancelled future never runs)
+   or it was started ``max_attempts`` times already and its worker died each
+   time (then its future fails with ``WorkerLost`` instead of it running
+   again); tasks claimed but not run (held behind a long one, or when the
+   worker stops) are given back, claim and delivery (``unclaim.lua``);
 2. it runs, while a heartbeat thread restarts the visibility timeout of what
    the worker holds (so a long task is never redelivered while its worker
    lives) and records the worker as alive;
 3. the outcome goes to the result queue of the executor that submitted it,
-   then the delivery is acknowledged. A worker killed before that leaves the
-   task in flight: pressure returns it to the queue when it finds the worker
-   dead (at once on the same host, after the visibility timeout elsewhere).
+   then the delivery is acknowledged (a batch of short tasks together, in one
+   round trip). A worker killed before that leaves the task in flight:
+   pressure returns it to the queue when it finds the worker dead (at once on
+   the same host, after the visibility timeout elsewhere).
 
 Start workers with ``python -m pressure worker NAME --url ... --processes N``,
 or from Python with ``run_workers(NAME, url=..., processes=N)`` (blocks) or
@@ -135,26 +138,25 @@ class _Worker:
     """One worker process: take tasks, run them one at a time, reply; until told to stop.
 
     Round trips are shared: tasks are taken up to ``prefetch`` at a time when that
-    many are queued (and tasks are short), and a task's reply, its acknowledgement
-    and the claim of the next task held go out together. Tasks held behind one that
-    runs longer than SHORT_TASK go back to the queue at once, for idle workers; so
-    do tasks held when the worker stops.
+    many are queued (and tasks are short), claimed together, run one by one, and
+    their replies and acknowledgements go out together. Tasks held behind one that
+    runs longer than SHORT_TASK are given back at once (claims and deliveries), for
+    idle workers; so are tasks held when the worker stops.
     """
 
     def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
-        # one backend for every queue: a reply and an acknowledgement share one round trip
+        # one backend for every queue: replies and acknowledgements share one round trip
         self.backend = Backend(where.config)
         self.tasks: Queue[Task] = Queue._from_config(
             self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
-        self.claim = PackedScript("claim", (self.keys.claims,), 0, 3)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         self.stop = stop
         self.replies: dict[str, Queue[bytes]] = {}
-        self.held: collections.deque[Any] = collections.deque()  # received, not finished
-        self.started: float | None = None  # when held[0] started running
+        self.held: collections.deque[Any] = collections.deque()  # received, claimed, not run
+        self.started: float | None = None  # when the running task started
         self.short = False  # whether the last task ran shorter than SHORT_TASK
         self.lock = threading.Lock()
 
@@ -166,12 +168,10 @@ class _Worker:
         while not self.stop():
             try:
                 with self.lock:
-                    waiting = []
+                    waiting: list[Any] = []
                     if self.started is not None and time.monotonic() - self.started > SHORT_TASK:
-                        while len(self.held) > 1:
-                            waiting.append(self.held.pop())  # newest first: the oldest ends at the head
-                for delivery in waiting:
-                    delivery.release()
+                        waiting, self.held = list(self.held), collections.deque()
+                self.give_back(waiting)
                 if time.monotonic() - last_beat >= HEARTBEAT:
                     last_beat = time.monotonic()
                     seconds, micros = client.time()
@@ -187,6 +187,15 @@ class _Worker:
             client.hdel(self.keys.workers, self.id)
         client.close()
 
+    def give_back(self, deliveries: list[Any]) -> None:
+        """Tasks claimed but not run: take the claims back, then return them to the queue,
+        in order (the oldest ends up next out)."""
+        if not deliveries:
+            return
+        self.backend.run("unclaim", (self.keys.claims,), (self.id, *(d.item.id for d in deliveries)))
+        for delivery in reversed(deliveries):
+            delivery.release()
+
     def _reply_queue(self, task: Task) -> Queue[bytes]:
         queue = self.replies.get(task.reply_to)
         if queue is None:
@@ -195,94 +204,104 @@ class _Worker:
                 create=False, backend=self.backend)
         return queue
 
-    def fetch(self) -> None:
-        """Hold what is queued now (up to ``prefetch``, one round trip), else wait for one task."""
+    def fetch(self) -> list[Any]:
+        """Take what is queued now (up to ``prefetch``, one round trip), else wait for one task;
+        claim them all (one more round trip). The deliveries with their claim.lua answers."""
         got = self.tasks._receive_more(self.where.prefetch if self.short else 1)
         if not got:
             got = [self.tasks.receive(timeout=_POLL)]
-        with self.lock:
-            self.held.extend(got)
-
-    def _claim_call(self, delivery: Any) -> tuple[PackedScript, list[bytes | str]]:
-        task: Task = delivery.item
-        return self.claim, [task.id, self.id, str(task.max_attempts)]
-
-    def run_next(self, claim: tuple[str, Any] | None) -> tuple[str, Any] | None:
-        """Finish the first task held: run it if claim.lua lets it start (``claim`` is the
-        (delivery id, reply) of a claim already made, else it is made here), reply,
-        acknowledge, and claim the next task held in the same round trip; that claim."""
-        delivery = self.held[0]
-        task: Task = delivery.item
-        if claim is not None and claim[0] == delivery.id:
-            starts = claim[1]
+        max_attempts = max(d.item.max_attempts for d in got)
+        if any(d.item.max_attempts != max_attempts for d in got):
+            starts = [self.backend.run("claim", (self.keys.claims,),
+                                       (self.id, d.item.max_attempts, d.item.id))[0] for d in got]
         else:
-            starts = self.backend.script(*self._claim_call(delivery))
-        message: bytes | None = None
+            starts = self.backend.run("claim", (self.keys.claims,),
+                                      (self.id, max_attempts, *(d.item.id for d in got)))
+        return list(zip(got, starts))
+
+    def run(self, delivery: Any, starts: int) -> bytes | None:
+        """Run one claimed task; its reply (None for a cancelled one)."""
+        task: Task = delivery.item
         if starts == -1:
             self.backend.client().incr(self.keys.lost)
             lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
                               f"died each time (max_attempts={task.max_attempts}): not run again")
-            message = pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
-        elif starts > 0:  # 0: its future was cancelled, it never runs
-            if starts > 1:
-                self.backend.client().incr(self.keys.retried)
-            with self.lock:
-                self.started = time.monotonic()
-            try:
-                fn, args, kwargs = pickle.loads(task.body)
-                _, message = outcome(True, fn(*args, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
-                _, message = outcome(False, exc)
+            return pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
+        if starts == 0:
+            return None  # its future was cancelled: it never runs
+        if starts > 1:
+            self.backend.client().incr(self.keys.retried)
         with self.lock:
-            if self.started is not None:
-                self.short = time.monotonic() - self.started < SHORT_TASK
+            self.started = time.monotonic()
+        try:
+            fn, args, kwargs = pickle.loads(task.body)
+            _, message = outcome(True, fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+            _, message = outcome(False, exc)
+        with self.lock:
+            self.short = time.monotonic() - self.started < SHORT_TASK
             self.started = None
-            self.held.popleft()
-            following = self.held[0] if self.held else None
+        return message
+
+    def finish(self, done: list[tuple[Any, bytes | None]]) -> None:
+        """Send the replies, then acknowledge the deliveries: one round trip for all, the
+        replies first (a crash before the acknowledgements loses nothing)."""
+        if not done:
+            return
         calls: list[tuple[PackedScript, list[bytes | str]]] = []
-        queue = None
-        if message is not None:
-            queue = self._reply_queue(task)
-            message = task.id.encode() + b"\n" + message
-            calls.append(queue._put_call(message))
-        calls.append(delivery._ack_call())  # after the reply: a crash before it loses nothing
-        if following is not None:
-            calls.append(self._claim_call(following))
+        sent: list[tuple[Queue[bytes], bytes]] = []
+        for delivery, message in done:
+            if message is not None:
+                queue = self._reply_queue(delivery.item)
+                framed = delivery.item.id.encode() + b"\n" + message
+                calls.append(queue._put_call(framed))
+                sent.append((queue, framed))
+        calls += [delivery._ack_call() for delivery, _ in done]
         replies = self.backend.pipeline(calls)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        if queue is not None and message is not None and replies[0] in (-1, -2):
-            try:  # full, or a plain spec client mid-put: put it the patient way
-                queue.put(message)
-            except ShutDown:
-                pass
-        # a reply of -3 or -4 (closed, deleted): the executor is gone, nobody waits for it
-        return (following.id, replies[-1]) if following is not None else None
+        for (queue, framed), reply in zip(sent, replies):
+            if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
+                with contextlib.suppress(ShutDown):
+                    queue.put(framed)
+            # -3 or -4 (closed, deleted): the executor is gone, nobody waits for this result
+        done.clear()
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
-        claim: tuple[str, Any] | None = None
+        done: list[tuple[Any, bytes | None]] = []
         try:
             while not self.stop():
-                if not self.held:
-                    try:
-                        self.fetch()
-                    except Empty:
-                        continue
-                    except DeserializationError as exc:  # dead-lettered by the queue
-                        logger.error("worker %s: a task message could not be read: %s", self.id, exc)
-                        continue
-                    except ShutDown:  # the executor's queue was deleted
-                        return
-                claim = self.run_next(claim)
+                try:
+                    batch = self.fetch()
+                except Empty:
+                    continue
+                except DeserializationError as exc:  # dead-lettered by the queue
+                    logger.error("worker %s: a task message could not be read: %s", self.id, exc)
+                    continue
+                except ShutDown:  # the executor's queue was deleted
+                    return
+                starts_of = {delivery.id: starts for delivery, starts in batch}
+                with self.lock:
+                    self.held.extend(delivery for delivery, _ in batch)
+                while True:
+                    with self.lock:
+                        if not self.held:
+                            break
+                        delivery = self.held.popleft()
+                    done.append((delivery, self.run(delivery, starts_of[delivery.id])))
+                    if not self.short or self.stop():
+                        self.finish(done)  # a long task's result goes out at once
+                self.finish(done)
         finally:
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
-            for delivery in reversed(held):  # not started: back to the queue, in order
-                with contextlib.suppress(PressureError):
-                    delivery.release()
+            with contextlib.suppress(PressureError, redis.RedisError):
+                self.finish(done)
+            with contextlib.suppress(PressureError):
+                self.give_back(held)  # not started: back to the queue for other workers
             with contextlib.suppress(redis.RedisError):  # no longer alive (the heartbeat may not say so)
                 self.backend.client().hdel(self.keys.workers, self.id)
             self.tasks.disconnect()
