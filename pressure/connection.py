@@ -316,6 +316,7 @@ class Backend:
         a fresh one; any failure is a BackendError, never OutcomeUnknown."""
         if _closed_by_peer(conn):
             conn.disconnect()  # e.g. the server restarted: reconnect rather than send into it
+            self._loaded.clear()  # and a restarted server has no scripts loaded
         try:
             conn.send_packed_command(data, check_health=False)
             return
@@ -360,12 +361,27 @@ class Backend:
         """Run several packed scripts in one round trip on this thread's connection, in order.
 
         Returns one reply per call; a script's error reply is returned as the exception
-        object (the others still ran). Scripts not loaded on the server are loaded first.
+        object (the others still ran). Scripts not loaded on the server are loaded first,
+        and calls refused with NOSCRIPT (they did not run: a restarted or flushed server)
+        are sent again once their scripts are loaded.
         """
         conn = self.thread_connection()
         for command, _ in calls:
             if command.name not in self._loaded:
                 self._load_on(conn, command.name)
+        replies = self._pipeline_once(conn, calls)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
+        if missing:
+            self._loaded.clear()
+            for name in {calls[i][0].name for i in missing}:
+                self._load_on(conn, name)
+            again = self._pipeline_once(conn, [calls[i] for i in missing])
+            for i, reply in zip(missing, again):
+                replies[i] = reply
+        return replies
+
+    def _pipeline_once(self, conn: redis.connection.AbstractConnection,
+                       calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
         self._send(conn, [b"".join(command.pack(tail) for command, tail in calls)], what)
         replies: list[Any] = []
@@ -374,8 +390,6 @@ class Backend:
                 try:
                     replies.append(conn.read_response())
                 except redis.ResponseError as exc:
-                    if isinstance(exc, redis.exceptions.NoScriptError):
-                        self._loaded.clear()
                     replies.append(exc)
         except redis.RedisError as exc:
             self.raise_error(exc, what, True)

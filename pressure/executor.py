@@ -40,7 +40,7 @@ from typing import Any
 import redis
 
 from .connection import Backend, ConnectionConfig
-from .errors import BrokenExecutor, Empty, PressureError, QueueDoesNotExist, ShutDown
+from .errors import BackendError, BrokenExecutor, Empty, PressureError, QueueDoesNotExist, ShutDown
 from .keys import DEFAULT_PREFIX, ExecutorKeys
 from .queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
@@ -320,20 +320,27 @@ class _Core:
         last_look = 0.0
         try:
             while True:
+                raw: list[bytes] = []
                 try:
-                    first = self._results.get(timeout=_POLL)
+                    raw.append(self._results.get(timeout=_POLL))
+                    # and whatever else has arrived, in one more round trip
+                    raw += [d.item for d in self._results._receive_more(_CLAIM_BATCH)]
                 except Empty:
-                    raw: list[bytes] = []
+                    pass
                 except ShutDown:  # our result queue was deleted under us
                     self._break("the executor's result queue was deleted")
                     return
-                else:  # and whatever else has arrived, in one more round trip
-                    raw = [first, *(d.item for d in self._results._receive_more(_CLAIM_BATCH))]
+                except BackendError as exc:  # results wait in Redis (a lost reply: in flight)
+                    logger.warning("pressure executor %r: reading results failed: %s", self._name, exc)
+                    time.sleep(_POLL)
                 if raw:
                     self._complete_all(raw)
                 if not raw or time.monotonic() - last_look > 1.0:
                     last_look = time.monotonic()
-                    self._look_around()
+                    try:
+                        self._look_around()
+                    except BackendError as exc:
+                        logger.warning("pressure executor %r: %s", self._name, exc)
                     with self._lock:
                         if (self._shutdown or _exiting.is_set()) and not self._futures:
                             return
@@ -361,7 +368,10 @@ class _Core:
             pipe.incrby(self._keys.done, done)
         if len(outcomes) > done:
             pipe.incrby(self._keys.failed, len(outcomes) - done)
-        self._backend.call("count results", pipe.execute)
+        try:
+            self._backend.call("count results", pipe.execute, mutating=True)
+        except BackendError as exc:  # the results are ours all the same: complete the futures
+            logger.warning("pressure executor %r: counting results failed: %s", self._name, exc)
         for tid, ok, value in outcomes:
             future = self._futures.pop(tid, None)
             if future is None:

@@ -48,7 +48,7 @@ import redis
 
 from . import identity
 from .connection import Backend, ConnectionConfig, PackedScript
-from .errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from .keys import DEFAULT_PREFIX, ExecutorKeys
 from .queue import Queue
 
@@ -259,14 +259,22 @@ class _Worker:
         calls += [delivery._ack_call() for delivery, _ in done]
         replies = self.backend.pipeline(calls)
         for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+            if isinstance(reply, redis.RedisError):
+                self.backend.raise_error(reply, "replies and acknowledgements", True)
         for (queue, framed), reply in zip(sent, replies):
             if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
                 with contextlib.suppress(ShutDown):
                     queue.put(framed)
             # -3 or -4 (closed, deleted): the executor is gone, nobody waits for this result
         done.clear()
+
+    def _try_finish(self, done: list[tuple[Any, bytes | None]]) -> None:
+        """finish(), or keep ``done`` for the next try if Redis fails meanwhile (the tasks
+        stay in flight; a reply sent twice is ignored by the executor)."""
+        try:
+            self.finish(done)
+        except BackendError as exc:
+            logger.warning("worker %s: replies wait: %s", self.id, exc)
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
@@ -275,6 +283,7 @@ class _Worker:
         try:
             while not self.stop():
                 try:
+                    self.finish(done)  # replies that could not be sent yet
                     batch = self.fetch()
                 except Empty:
                     continue
@@ -283,6 +292,10 @@ class _Worker:
                     continue
                 except ShutDown:  # the executor's queue was deleted
                     return
+                except BackendError as exc:  # Redis is restarting or unreachable: wait for it
+                    logger.warning("worker %s: %s", self.id, exc)
+                    time.sleep(_POLL)
+                    continue
                 starts_of = {delivery.id: starts for delivery, starts in batch}
                 with self.lock:
                     self.held.extend(delivery for delivery, _ in batch)
@@ -293,8 +306,8 @@ class _Worker:
                         delivery = self.held.popleft()
                     done.append((delivery, self.run(delivery, starts_of[delivery.id])))
                     if not self.short or self.stop():
-                        self.finish(done)  # a long task's result goes out at once
-                self.finish(done)
+                        self._try_finish(done)  # a long task's result goes out at once
+                self._try_finish(done)
         finally:
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
@@ -344,9 +357,15 @@ def run_worker(where: WorkerConfig, stop: Callable[[], bool],
 
 def _process_main(where: WorkerConfig, stop_event: Any, initializer: Callable[..., Any] | None,
                   initargs: tuple[Any, ...]) -> None:
-    """A worker process: SIGINT is the parent's to handle (it sets ``stop_event``)."""
+    """A worker process: SIGINT is the parent's to handle (it sets ``stop_event``). Exit
+    status 0: stopped; 1: the initializer failed; 2: it crashed (the pool starts another)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise SystemExit(run_worker(where, stop_event.is_set, initializer, initargs))
+    try:
+        status = run_worker(where, stop_event.is_set, initializer, initargs)
+    except Exception:
+        logger.exception("worker process %d crashed", os.getpid())
+        status = 2
+    raise SystemExit(status)
 
 
 class WorkerPool:

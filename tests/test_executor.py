@@ -34,6 +34,7 @@ import pytest
 import redis
 
 import pressure
+from pressure.server import RedisServer
 from pressure.worker import WorkerPool
 from tests import executor_tasks as tasks
 
@@ -698,3 +699,17 @@ def test_worker_group_killed_on_one_host_its_tasks_complete_on_the_other(
     finally:
         for proc in groups:
             kill_group(proc)
+
+
+def test_a_redis_restart_loses_no_task_and_breaks_nothing(prefix: str) -> None:
+    """Redis (with an append-only file) is killed and restarted while tasks run: the executor's
+    result thread and the workers wait for it and carry on; every future completes."""
+    with RedisServer(appendonly=True) as srv, \
+            pressure.Executor(url=srv.url, prefix=prefix, max_workers=2) as ex:
+        first = [ex.submit(tasks.sleep_then, i, 0.05) for i in range(20)]
+        assert first[0].result(timeout=SOON) == 0
+        srv.restart()
+        later = [ex.submit(tasks.square, i) for i in range(20)]
+        assert [f.result(timeout=60) for f in first] == list(range(20))
+        assert [f.result(timeout=60) for f in later] == [i * i for i in range(20)]
+        assert ex.submit(tasks.square, 7).result(timeout=SOON) == 49
