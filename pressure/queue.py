@@ -343,12 +343,7 @@ class Queue(Generic[T]):
             raise ValueError("client_id must be a non-empty string")
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
-        options = {
-            "reliable": bool(reliable),
-            "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
-            "lease": _seconds("lease", lease, minimum=1.0),
-            "max_deliveries": self._check_max_deliveries(max_deliveries),
-        }
+        options = self._options_of(reliable, visibility_timeout, lease, max_deliveries)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
         self._create(bound)
         if anonymous:
@@ -367,13 +362,22 @@ class Queue(Generic[T]):
         exist is never made, and using the handle raises QueueDoesNotExist. Handles given one
         ``backend`` share its connections, so their calls can share a pipeline."""
         q: Queue[Any] = cls.__new__(cls)
-        options = {"reliable": bool(reliable),
-                   "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
-                   "lease": 10.0, "max_deliveries": cls._check_max_deliveries(max_deliveries)}
+        options = cls._options_of(reliable, visibility_timeout, 10.0, max_deliveries)
         q._setup(name, prefix, serializer, None, backend or Backend(config), options)
         if create:
             q._create(None)
         return q
+
+    @classmethod
+    def _options_of(cls, reliable: bool, visibility_timeout: float, lease: float,
+                    max_deliveries: int | None) -> dict[str, Any]:
+        """The reliability options, validated (what a handle pickles with)."""
+        return {
+            "reliable": bool(reliable),
+            "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
+            "lease": _seconds("lease", lease, minimum=1.0),
+            "max_deliveries": cls._check_max_deliveries(max_deliveries),
+        }
 
     @staticmethod
     def _check_max_deliveries(value: Any) -> int | None:

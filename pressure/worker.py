@@ -210,14 +210,10 @@ class _Worker:
         got = self.tasks._receive_more(self.where.prefetch if self.short else 1)
         if not got:
             got = [self.tasks.receive(timeout=_POLL)]
-        max_attempts = max(d.item.max_attempts for d in got)
-        if any(d.item.max_attempts != max_attempts for d in got):
-            starts = [self.backend.run("claim", (self.keys.claims,),
-                                       (self.id, d.item.max_attempts, d.item.id))[0] for d in got]
-        else:
-            starts = self.backend.run("claim", (self.keys.claims,),
-                                      (self.id, max_attempts, *(d.item.id for d in got)))
-        return list(zip(got, starts))
+        args: list[str | int] = [self.id]
+        for delivery in got:  # executors sharing a name may differ in max_attempts
+            args += (delivery.item.id, delivery.item.max_attempts)
+        return list(zip(got, self.backend.run("claim", (self.keys.claims,), args)))
 
     def run(self, delivery: Any, starts: int) -> bytes | None:
         """Run one claimed task; its reply (None for a cancelled one)."""

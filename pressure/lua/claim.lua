@@ -5,15 +5,14 @@
 -- KEYS[1] - the executor's claims hash (task id -> 'cancel', or
 --           'run:<starts>:<worker>' once a worker started it)
 -- ARGV[1] - worker id
--- ARGV[2] - max attempts
--- ARGV[3..] - task ids
+-- ARGV[2..] - per task, two arguments: its id and its max attempts
 -- return, per task: its start number (1 the first time, more for a retry),
 -- 0 if its future was cancelled, -1 if it was started max_attempts times
 -- already (in both cases the mark is removed: the task is over)
 local out = {}
-local max_attempts = tonumber(ARGV[2])
-for i = 3, #ARGV do
+for i = 2, #ARGV, 2 do
   local id = ARGV[i]
+  local max_attempts = tonumber(ARGV[i + 1])
   local state = redis.call('HGET', KEYS[1], id)
   if state == 'cancel' then
     redis.call('HDEL', KEYS[1], id)
