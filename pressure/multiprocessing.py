@@ -43,6 +43,7 @@ __all__ = _OWN + sorted(set(_mp.__all__) - set(_OWN))
 
 T = TypeVar("T")
 
+
 def _bound(maxsize: int | None) -> int | None:
     """Read maxsize as multiprocessing does (<= 0 means unbounded); None attaches as is."""
     if maxsize is None:
@@ -53,8 +54,8 @@ def _bound(maxsize: int | None) -> int | None:
 
 
 class _Handle(Generic[T]):
-    """What the three queues share: the wrapped pressure queue, the per-process
-    closed flag, deletion at exit for anonymous queues, and pickling."""
+    """What the three queues share: the wrapped pressure queue (which deletes an
+    anonymous queue when its creator exits), the per-process closed flag, and pickling."""
 
     def __init__(
         self,
