@@ -63,6 +63,8 @@ SCRIPT_NAMES = (
     "claim",
     "unclaim",
     "cancel",
+    "log_append",
+    "log_commit",
 )
 
 # connection kwargs that are plain data and survive pickling

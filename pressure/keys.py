@@ -56,6 +56,9 @@ class QueueKeys:
     dead: str
     sweep: str
     kind: str
+    #: the set of groups that keep a log beside the queue (pressure/log.py); a group's
+    #: log is '<logs>:<group>', with ':tail' and ':committed'
+    logs: str
     inbox_prefix: str
     inflight_prefix: str
 
@@ -89,6 +92,7 @@ class QueueKeys:
             dead=f"{ext}:dead",
             sweep=f"{ext}:sweep",
             kind=f"{ext}:kind",
+            logs=f"{ext}:logs",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
         )
@@ -113,7 +117,7 @@ class QueueKeys:
     def extension_keys(self) -> tuple[str, ...]:
         """pressure's own fixed keys for this queue (not the per-consumer inbox and in-flight lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
-                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind)
+                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

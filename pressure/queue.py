@@ -517,7 +517,7 @@ class Queue(Generic[T]):
                 "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
                            k.consumers, *(key for key in k.extension_keys()
                                           if key not in (k.kind, k.consumers))),
-                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix),
+                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix, k.logs),
             )
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -555,7 +555,7 @@ class Queue(Generic[T]):
                 self._run("forget", (k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
                                      *(key for key in k.extension_keys()
                                        if key not in (k.waiter, k.consumers))),
-                          (k.inbox_prefix, k.inflight_prefix))
+                          (k.inbox_prefix, k.inflight_prefix, k.logs))
             except PressureError:
                 pass
         return QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -962,6 +962,23 @@ class Queue(Generic[T]):
         self._forget(delivery)
         return bool(requeued or dead)
 
+    def _settle_all(self, cid: str, ack: bool) -> int:
+        """Acknowledge (``ack``) or give back every delivery this handle's consumer ``cid``
+        holds, in one step whatever their number: for a reader that takes many items and
+        settles them together (pressure.spark). Returns how many were settled."""
+        self._unacked.clear()
+        if ack:
+            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"))
+            return int(held)
+        requeued, dead = self._run("requeue", self._requeue_keys, (
+            "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
+            cid, self._consumer_record()))
+        return max(0, int(requeued)) + int(dead)
+
+    def _touch_all(self, cid: str) -> int:
+        """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""
+        return int(self._run("touch", (self._keys.inflight(cid),), ("*",)))
+
     def _forget(self, delivery: Delivery[T]) -> None:
         try:
             self._unacked.remove(delivery)
@@ -1324,7 +1341,7 @@ class Queue(Generic[T]):
         first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter, k.lease,
                  k.consumers)
         keys = (*first, *(key for key in k.all_keys() if key not in first))
-        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix))
+        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix, k.logs))
         if self._exit_delete is not None:
             self._exit_delete.cancel()
             self._exit_delete = None
@@ -1341,7 +1358,7 @@ class Queue(Generic[T]):
             else:
                 self._recover_waiter()
                 self._wait_token(k.consumer_free, self._backend.slice)
-            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix))
+            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix, k.logs))
 
     # -- iteration and resources ----------------------------------------------------
 

@@ -6,10 +6,16 @@
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
 -- KEYS[5] - the consumer's in-flight list (:pressure:inflight:<id>)
--- ARGV[1] - delivery number ('s' removes one wake-up entry)
+-- ARGV[1] - delivery number ('s' removes one wake-up entry; '*' acknowledges
+--           everything the consumer holds, in one step: never with task_done)
 -- ARGV[2] - '1' to also mark a task done
--- return {acked (1/0), unfinished left or -1 (task_done called too many
--- times) or -4 (no queue) or 0 without task_done}
+-- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
+-- called too many times) or -4 (no queue) or 0 without task_done}
+if ARGV[1] == '*' then
+  local held = redis.call('LLEN', KEYS[5])
+  redis.call('DEL', KEYS[5])
+  return {held, 0}
+end
 local acked = 0
 local prefix = ARGV[1] .. ':'
 for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do

@@ -13,6 +13,7 @@
 -- ARGV[1] - 'begin' or 'finish'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:), to wake the waiting consumer
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
+-- ARGV[4] - :pressure:logs (the set naming the logs kept beside the queue: they go too)
 -- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
 --        -10 waiting for the producer token, -11 waiting for the consumer token
 if ARGV[1] == 'begin' then
@@ -31,5 +32,6 @@ if redis.call('LLEN', KEYS[5]) == 0 then return -11 end
 for _, id in ipairs(redis.call('HKEYS', KEYS[8])) do
   redis.call('DEL', ARGV[2] .. id, ARGV[3] .. id)
 end
+forget_logs(ARGV[4])
 redis.call('DEL', unpack(KEYS))
 return 1

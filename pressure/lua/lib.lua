@@ -48,14 +48,26 @@ local function queue_gone(bound, producer_free, consumer_free, not_full, closed)
   return redis.call('EXISTS', bound, producer_free, consumer_free, not_full, closed) == 0
 end
 
+-- Delete every log kept beside a queue (pressure/log.py): each group named in
+-- the set `logs_key` has '<logs_key>:<group>' (a stream) with ':tail' and
+-- ':committed' beside it. Returns how many keys were deleted.
+local function forget_logs(logs_key)
+  local deleted = 0
+  for _, group in ipairs(redis.call('SMEMBERS', logs_key)) do
+    local log = logs_key .. ':' .. group
+    deleted = deleted + redis.call('DEL', log, log .. ':tail', log .. ':committed')
+  end
+  return deleted
+end
+
 -- Delete what pressure keeps beside a queue that is gone: every consumer's
--- inbox and in-flight lists (named in the consumers hash) and the fixed
--- extension keys. A plain spec client's Delete cannot know these keys; the
+-- inbox and in-flight lists (named in the consumers hash), the logs (named in
+-- the logs set) and the fixed extension keys. A plain spec client's Delete cannot know these keys; the
 -- next pressure client to create the name, or to find it gone, removes them,
 -- so nothing of the old queue (an unacknowledged item, say) reaches a new one.
 -- Returns how many keys were deleted.
-local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, extension_keys)
-  local deleted = 0
+local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, logs_key, extension_keys)
+  local deleted = forget_logs(logs_key)
   for _, id in ipairs(redis.call('HKEYS', consumers_key)) do
     deleted = deleted + redis.call('DEL', inbox_prefix .. id, inflight_prefix .. id)
   end

@@ -2,15 +2,32 @@
 -- in-flight list with the server's time, so the sweep counts the timeout from
 -- now (a long task that is still running is never redelivered).
 -- KEYS[1] - the consumer's in-flight list (:pressure:inflight:<id>)
--- ARGV[1] - delivery number
--- return 1 if touched, 0 if the entry is gone (acknowledged or requeued)
+-- ARGV[1] - delivery number, or '*' for every entry the consumer holds
+-- return 1 if touched, 0 if the entry is gone (acknowledged or requeued);
+--        with '*', how many entries were touched
+local now = redis.call('TIME')
+now = now[1] * 1000 + math.floor(now[2] / 1000)
+if ARGV[1] == '*' then  -- rebuilt in one pass (LSET by index would be quadratic)
+  local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+  local touched = 0
+  for i, entry in ipairs(entries) do
+    local seq, deliveries, rest = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
+    if seq and seq ~= 's' then
+      entries[i] = seq .. ':' .. deliveries .. ':' .. now .. ':' .. rest
+      touched = touched + 1
+    end
+  end
+  redis.call('DEL', KEYS[1])
+  for i = 1, #entries, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, #entries)))
+  end
+  return touched
+end
 local prefix = ARGV[1] .. ':'
 for i, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   if string.sub(entry, 1, #prefix) == prefix then
     local deliveries, rest = string.match(entry, '^[^:]*:([^:]*):[^:]*:(.*)$')
-    local now = redis.call('TIME')
-    redis.call('LSET', KEYS[1], i - 1, ARGV[1] .. ':' .. deliveries .. ':'
-        .. (now[1] * 1000 + math.floor(now[2] / 1000)) .. ':' .. rest)
+    redis.call('LSET', KEYS[1], i - 1, ARGV[1] .. ':' .. deliveries .. ':' .. now .. ':' .. rest)
     return 1
   end
 end

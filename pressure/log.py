@@ -1,0 +1,204 @@
+"""A replayable log of items taken from a queue: what a streaming reader needs.
+
+A queue hands each item out once. A stream processor such as Spark plans a
+batch by offsets, may run it twice (a task retried, a query restarted from its
+checkpoint) and says only later that it is done with it. ``QueueLog`` bridges
+the two: ``take(n)`` moves up to ``n`` queued items into the log of a named
+group, numbering them 1, 2, 3...; ``read(after, upto)`` reads a range of
+numbers as often as asked; ``commit(upto)`` drops what is done.
+
+Each ``take`` is two atomic steps: a reliable get of the items (they wait in
+this consumer's in-flight list, see ``Queue.receive``) and ``log_append.lua``,
+which moves exactly those still in flight into the log. A process that dies
+between the two leaves the items in flight, and they are requeued (at once if
+the process is seen dead on its host, else after the visibility timeout): an
+item is either in the queue, in flight, or in the log, never lost and never in
+two of them. The log lives beside the queue (``<base>:pressure:logs:<group>``,
+a stream) and goes when the queue is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .connection import ConnectionConfig
+from .errors import PressureError, QueueDoesNotExist
+from .keys import DEFAULT_PREFIX, KINDS
+from .ordered import LifoQueue, PriorityQueue
+from .queue import Queue
+
+__all__ = ["QueueLog", "LogEntry"]
+
+#: Items per round trip, both ways (get.lua returns at most 1000 at once).
+_CHUNK = 1000
+_CLASSES: dict[str, type[Queue[Any]]] = {"fifo": Queue, "lifo": LifoQueue, "priority": PriorityQueue}
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One logged item."""
+
+    #: Its number in the log (1, 2, 3...).
+    number: int
+    #: The payload, as its producer serialized it.
+    payload: bytes
+    #: The queue's delivery number when it was taken (rises in the order items left the queue).
+    seq: int
+    #: How many times the item had been delivered, this time included.
+    deliveries: int
+    #: When it was taken (Unix time, the server's clock).
+    taken_at: float
+    #: The identifier of the queue's producer at that time (``:producer``: the last client
+    #: that took the producer role, so the item's own producer only if it was the last).
+    producer: str
+
+
+class QueueLog:
+    """The log of consumer group ``group`` on queue ``name`` (which must exist).
+
+    Picklable (as its configuration); connects lazily in each process.
+    """
+
+    def __init__(self, name: str, group: str, *, url: str | None = None,
+                 connection: redis.Redis | None = None, prefix: str | None = None,
+                 kind: str = "fifo", visibility_timeout: float = 30.0) -> None:
+        if not isinstance(group, str) or not group:
+            raise ValueError("group must be a non-empty string")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        self._name = name
+        self._group = group
+        self._kind = kind
+        self._visibility_timeout = visibility_timeout
+        self._config = ConnectionConfig.resolve(url, connection)
+        self._queue: Queue[bytes] = self._attach(prefix)
+        self._prefix = self._queue.prefix
+        self._set_keys()
+
+    @classmethod
+    def _from_config(cls, name: str, group: str, config: ConnectionConfig, *, prefix: str,
+                     kind: str = "fifo", visibility_timeout: float = 30.0) -> QueueLog:
+        """A log from a ``ConnectionConfig`` (what it pickles as), for pressure's own readers."""
+        log = cls.__new__(cls)
+        log.__setstate__({"name": name, "group": group, "kind": kind, "prefix": prefix,
+                          "visibility_timeout": visibility_timeout, "config": config})
+        return log
+
+    def _attach(self, prefix: str | None) -> Queue[bytes]:
+        cls = _CLASSES[self._kind]
+        prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+        queue: Queue[bytes] = cls._from_config(
+            self._name, self._config, prefix=prefix, serializer="bytes", create=False,
+            reliable=True, visibility_timeout=self._visibility_timeout)
+        return queue
+
+    def _set_keys(self) -> None:
+        k = self._queue.keys
+        self._log = f"{k.logs}:{self._group}"
+        self._tail_key = f"{self._log}:tail"
+        self._committed_key = f"{self._log}:committed"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self._name, "group": self._group, "kind": self._kind, "prefix": self._prefix,
+                "visibility_timeout": self._visibility_timeout, "config": self._config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._name, self._group, self._kind = state["name"], state["group"], state["kind"]
+        self._visibility_timeout = state["visibility_timeout"]
+        self._config = state["config"]
+        self._prefix = state["prefix"]
+        self._queue = self._attach(self._prefix)
+        self._set_keys()
+
+    @property
+    def queue(self) -> Queue[bytes]:
+        """The handle the log takes items with (serializer 'bytes', reliable mode)."""
+        return self._queue
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    def _client(self) -> redis.Redis:
+        return self._queue._backend.client()
+
+    def _int(self, key: str) -> int:
+        raw = self._queue._backend.call("GET", self._client().get, key)
+        return int(raw) if raw is not None else 0
+
+    def tail(self) -> int:
+        """The number of the last item logged (0 if none ever was)."""
+        return self._int(self._tail_key)
+
+    def committed(self) -> int:
+        """The number up to which the log is committed (0 if never)."""
+        return self._int(self._committed_key)
+
+    def take(self, n: int) -> int:
+        """Move up to ``n`` items queued now into the log; never waits. Returns the tail.
+
+        Fewer are taken when fewer are queued, or while another consumer holds the
+        queue's consumer role (as ``get_many`` does). Raises QueueDoesNotExist if the
+        queue is gone."""
+        if n < 0:
+            raise ValueError(f"n must not be negative, not {n}")
+        q = self._queue
+        k = q.keys
+        tail = None
+        left = n
+        while left > 0:
+            got = q._receive_more(min(left, _CHUNK))
+            q._unacked.clear()  # acknowledged by log_append, not by task_done
+            if not got:
+                break
+            tail = int(q._run("log_append", (k.inflight(got[0].consumer), self._log, self._tail_key,
+                                             k.producer, k.logs),
+                              (self._group, *(d.id for d in got))))
+            left -= len(got)
+        if tail is None:
+            if not q.exists:
+                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+            return self.tail()
+        return tail
+
+    def read(self, after: int, upto: int) -> Iterator[LogEntry]:
+        """The entries numbered ``after + 1`` to ``upto``, in order, as often as asked until
+        committed. Raises PressureError if some of them were committed already."""
+        if upto <= after:
+            return
+        client = self._client()
+        unwrap = self._queue._unwrap
+        start = f"{after + 1}-0"
+        expected = after + 1
+        while expected <= upto:
+            batch = self._queue._backend.call("XRANGE", client.xrange, self._log, start, f"{upto}-0",
+                                              count=_CHUNK)
+            if not batch:
+                break
+            for raw_id, fields in batch:
+                number = int(raw_id.split(b"-", 1)[0])
+                if number != expected:
+                    break
+                yield LogEntry(number, unwrap(fields[b"i"]), int(fields[b"s"]), int(fields[b"d"]),
+                               int(fields[b"t"]) / 1000, fields[b"p"].decode(errors="replace"))
+                expected += 1
+            else:
+                start = f"{expected}-0"
+                continue
+            break
+        if expected <= upto:
+            raise PressureError(
+                f"log {self._group!r} of queue {self._name!r} no longer holds entry {expected} "
+                f"(committed up to {self.committed()}): it was committed, or the queue was deleted")
+
+    def commit(self, upto: int) -> int:
+        """Drop the entries up to ``upto``; returns the committed number (commits only move forward)."""
+        return int(self._queue._run("log_commit", (self._log, self._committed_key), (int(upto),)))
+
+    def disconnect(self) -> None:
+        self._queue.disconnect()

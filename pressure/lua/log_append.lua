@@ -1,0 +1,36 @@
+-- Move deliveries from a consumer's in-flight list into a replayable log, in
+-- the order given, atomically: each becomes the log's next entry. The log is
+-- a stream whose entry ids are '<n>-0', n counting 1, 2, 3... per log (a
+-- consumer group of its own: pressure/log.py). An id no longer in flight (its
+-- visibility timeout passed and it was requeued) is skipped: it is queued
+-- again, not lost, and not logged twice.
+-- KEYS[1] - the consumer's in-flight list (:pressure:inflight:<id>)
+-- KEYS[2] - the log (a stream: :pressure:logs:<group>)
+-- KEYS[3] - the log's tail, the last number given (:pressure:logs:<group>:tail)
+-- KEYS[4] - :producer (the last producer, recorded with each entry)
+-- KEYS[5] - :pressure:logs (a set: the groups that have a log, removed with the queue)
+-- ARGV[1] - the group's name
+-- ARGV[2..] - delivery numbers, in the order to log them
+-- return the log's tail after the append
+local held = {}
+for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local seq = string.match(entry, '^([^:]*):')
+  if seq and seq ~= 's' then held[seq] = entry end
+end
+local tail = tonumber(redis.call('GET', KEYS[3]) or '0')
+local producer = redis.call('GET', KEYS[4]) or ''
+for i = 2, #ARGV do
+  local entry = held[ARGV[i]]
+  if entry then
+    held[ARGV[i]] = nil
+    local seq, deliveries, ms = string.match(entry, '^([^:]*):([^:]*):([^:]*):')
+    local item = string.sub(entry, #seq + #deliveries + #ms + 4)
+    redis.call('LREM', KEYS[1], 1, entry)
+    tail = tail + 1
+    redis.call('XADD', KEYS[2], tail .. '-0', 'i', item, 's', seq, 'd', deliveries, 't', ms,
+               'p', producer)
+  end
+end
+redis.call('SET', KEYS[3], tail)
+redis.call('SADD', KEYS[5], ARGV[1])
+return tail

@@ -1,0 +1,111 @@
+"""Streaming reads: micro-batches planned by offsets in a replayable log.
+
+Offsets are numbers in the log of the query's consumer group (``pressure.log``):
+``latestOffset`` moves queued items into the log (at most the batch's read
+limit) and returns the log's tail; ``read`` reads a range of the log on the
+executors, as often as Spark asks; ``commit`` drops what Spark is done with.
+
+A query killed at any point and restarted from its checkpoint therefore loses
+nothing: a batch that was planned but not committed is still in the log, and
+items taken into the log but never planned are planned next. Rows a sink wrote
+before the kill and that the batch's replay writes again are the at-least-once
+window; Spark's file sinks drop such replays by batch id, so with them the
+output holds each row once. Spark commits a stream source one batch late, so the
+log keeps the last batch of a run until the next run (or query) on that group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+from pyspark.sql.types import StructType
+
+from ..log import QueueLog
+from ._options import SourceOptions
+from ._rows import Decoder
+
+__all__ = ["StreamReader"]
+
+
+def _log(opts: SourceOptions) -> QueueLog:
+    return QueueLog._from_config(opts.name, opts.group, opts.config, prefix=opts.prefix,
+                                 kind=opts.kind, visibility_timeout=opts.visibility_timeout)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self._opts = opts
+        self._schema = schema
+        self._target: int | None = None
+        self._open: QueueLog | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self._opts, "schema": self._schema, "target": self._target}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._opts, self._schema, self._target = state["opts"], state["schema"], state["target"]
+        self._open = None
+
+    def _queue_log(self) -> QueueLog:
+        """The log, connected once in the long-lived process that plans the query."""
+        if self._open is None:
+            self._open = _log(self._opts)
+        return self._open
+
+    def initialOffset(self) -> dict[str, int]:
+        # a new query (no checkpoint) starts with what the group's log still holds
+        return {"offset": self._queue_log().committed()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self._opts.max_rows_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        log = self._queue_log()
+        self._target = log.tail() + log.queue.qsize()
+
+    def latestOffset(self, start: dict[str, int] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, int]:
+        log = self._queue_log()
+        begin = int(start["offset"]) if start else log.committed()
+        end = math.inf
+        if isinstance(limit, ReadMaxRows):
+            end = begin + limit.max_rows
+        elif not isinstance(limit, ReadAllAvailable):
+            end = begin + self._opts.max_rows_per_batch
+        if self._target is not None:
+            end = min(end, max(self._target, begin))
+        tail = log.tail()
+        if tail < end:
+            want = end - tail
+            tail = log.take(int(want) if want != math.inf else 2**62)
+        return {"offset": int(min(tail, end))}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        first, last = int(start["offset"]), int(end["offset"])
+        if last <= first:
+            return []
+        size = math.ceil((last - first) / self._opts.num_partitions)
+        return [InputPartition((lo, min(lo + size, last))) for lo in range(first, last, size)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        after, upto = partition.value
+        log = _log(self._opts)
+        decode = Decoder(self._schema, self._opts.serializer)
+        try:
+            for entry in log.read(after, upto):
+                yield decode(entry.payload, entry.number, {
+                    "_seq": entry.seq, "_deliveries": entry.deliveries, "_producer": entry.producer})
+        finally:
+            log.disconnect()
+
+    def commit(self, end: dict[str, int]) -> None:
+        self._queue_log().commit(int(end["offset"]))
+
+    def stop(self) -> None:
+        if self._open is not None:
+            self._open.disconnect()
