@@ -2,7 +2,7 @@
 
 Queues and executors by default, on one machine and one Redis server:
 ``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
-only the batches.
+only the batches, ``--spark`` only the Spark data source.
 
 **Queues.** For each transport the benchmark starts one producer process and one consumer
 process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
@@ -38,6 +38,10 @@ the transport being measured.
 about a minute per round): ``put_many``/``get_many`` against raw redis-py batches and
 ``multiprocessing.Queue``, for several batch and payload sizes, 1x1 and 2x2 processes; plus
 single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per queued item.
+
+**Spark** (``pressure.bench_spark``, opt-in with ``--spark``, which runs only it; needs the
+``spark`` extra and Java): the ``pressure`` data source's writer and readers against raw
+redis-py LPUSH/RPOP batches run from Spark tasks, rows/s in one local SparkSession.
 
 Nothing is flushed: every queue, list and executor has a unique (uuid) name
 and its keys are deleted afterwards. Without ``--url`` the benchmark uses
@@ -154,6 +158,14 @@ class BenchConfig:
     payload_sizes: tuple[int, ...] = (100, 10_000, 1_000_000)
     batch_messages: int = 20_000
     memory_items: int = 200_000
+    #: The Spark section: rows, partitions, items per round trip, rows per micro-batch of
+    #: the stream reader, rounds.
+    spark: bool = False
+    spark_rows: int = 200_000
+    spark_partitions: int = 2
+    spark_batch: int = 500
+    spark_stream_batch: int = 50_000
+    spark_rounds: int = 3
 
 
 @dataclass(frozen=True)
@@ -914,6 +926,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sections.add_argument("--batch", action="store_true",
                           help="run only the batch section (put_many/get_many); it is opt-in, "
                           "not in the default run, because it takes about a minute per --repeat round")
+    sections.add_argument("--spark", action="store_true",
+                          help="run only the Spark section (the pressure data source against raw "
+                          "redis-py from Spark tasks); opt-in, it needs pyspark and Java")
     parser.add_argument("--no-batch", action="store_true",
                         help="skip the batch section (the default; kept for scripts)")
     parser.add_argument("--batch-sizes", type=_size_list, default=(1, 10, 100, 500),
@@ -926,6 +941,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-items", type=_positive_int, default=200_000,
                         help="100-B items queued for the batch section's memory line "
                         "(default: %(default)s)")
+    parser.add_argument("--spark-rows", type=_positive_int, default=200_000,
+                        help="rows each Spark path moves (default: %(default)s)")
+    parser.add_argument("--spark-partitions", type=_positive_int, default=2,
+                        help="partitions of the Spark DataFrames (default: %(default)s)")
+    parser.add_argument("--spark-batch", type=_positive_int, default=500,
+                        help="items per round trip in the Spark section, at most 1000 "
+                        "(default: %(default)s)")
+    parser.add_argument("--spark-stream-batch", type=_positive_int, default=50_000,
+                        help="rows per micro-batch of the Spark stream reader (default: %(default)s)")
+    parser.add_argument("--spark-rounds", type=_positive_int, default=3,
+                        help="timed rounds of every Spark path, after a warm-up run; the best "
+                        "counts (default: %(default)s)")
     parser.add_argument("--workers", type=_positive_int, default=_usable_cpus(),
                         help="worker processes of each executor (default: the CPUs usable, "
                         "here %(default)s)")
@@ -947,13 +974,16 @@ def build_parser(prog: str = "python -m pressure bench") -> argparse.ArgumentPar
 def _config(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
                        latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
-                       queues=not (args.executor or args.batch),
-                       executors=not (args.no_executor or args.batch),
+                       queues=not (args.executor or args.batch or args.spark),
+                       executors=not (args.no_executor or args.batch or args.spark),
                        batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
                        cpu_tasks=args.cpu_tasks, cpu_mb=args.cpu_mb,
                        batch_sizes=args.batch_sizes, payload_sizes=args.payload_sizes,
-                       batch_messages=args.batch_messages, memory_items=args.memory_items)
+                       batch_messages=args.batch_messages, memory_items=args.memory_items,
+                       spark=args.spark, spark_rows=args.spark_rows,
+                       spark_partitions=args.spark_partitions, spark_batch=args.spark_batch,
+                       spark_stream_batch=args.spark_stream_batch, spark_rounds=args.spark_rounds)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -961,6 +991,9 @@ def main(args: argparse.Namespace) -> int:
     config = _config(args)
     if min(config.payload_sizes) < _STAMP.size:
         print(f"pressure bench: --payload-sizes must be at least {_STAMP.size}", file=sys.stderr)
+        return 2
+    if config.spark_batch > 1000:
+        print("pressure bench: --spark-batch must be at most 1000", file=sys.stderr)
         return 2
     try:
         with redis_url(config.url) as (url, how):
@@ -982,6 +1015,12 @@ def main(args: argparse.Namespace) -> int:
                 _progress(f"benchmarking batches on {_safe_url(url)} ...")
                 batch_report = bench_batch.run_batches(url, config)
                 reports.append(functools.partial(bench_batch.print_batch_report, batch_report, config))
+            if config.spark:
+                from . import bench_spark
+
+                _progress(f"benchmarking the Spark data source on {_safe_url(url)} ...")
+                spark_results = bench_spark.run_spark(url, config)
+                reports.append(functools.partial(bench_spark.print_spark_report, spark_results, config))
             print_machine(url, how)
             for report in reports:
                 report()

@@ -789,6 +789,8 @@ class Queue(Generic[T]):
         if self._pending_cancel:
             self._retry_cancels()
         cid = self._consumer_id()
+        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+            self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
         tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "many", "0",
                 self._consumer_record(), self._lease_ms, self.client_id, n)
         try:

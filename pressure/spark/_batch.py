@@ -1,11 +1,15 @@
 """Batch reads and writes, and the writer that streaming queries share.
 
 Reading: each partition takes items with reliable gets (in flight, under this
-reader's consumer id) and acknowledges all of them in one step only once Spark
-has taken every row of the partition; a partition that fails or is stopped early
-(``limit``, ``show``) gives them all back to the head of the queue, and a reader
-process that dies leaves them to be requeued (at once when its host sees the pid
-gone, else after ``visibilityTimeout``). So rows are delivered at least once.
+reader's consumer id) and acknowledges all of them in one step once Spark has
+pulled every row of the partition from it; a partition that fails (or that Spark
+closes before the end) gives them all back to the head of the queue, and a
+reader process that dies leaves them to be requeued (at once when its host sees
+the pid gone, else after ``visibilityTimeout``). So rows are delivered at least
+once. A batch read is a consumption: Spark's Python worker pulls a partition's
+rows in Arrow batches of up to 10,000 before the action sees them, so an action
+that uses fewer rows (``limit``, ``show``, ``take``) still consumes what was
+pulled. Read N items with ``maxRows``, and cache a DataFrame that is used twice.
 
 Writing: each partition puts its rows with ``put_many`` in batches; on a bounded
 queue a put waits for room (``timeout`` bounds each wait), so Spark's executors
@@ -116,7 +120,7 @@ class BatchReader(DataSourceReader):
                     time.sleep(0.01)
                     continue
                 busy_since = None
-                producer = q._read(q.keys.producer) if opts.include_metadata else None
+                producer = q._read(q.keys.producer) if decode.wants_producer else None
                 for d in got:
                     taken += 1
                     seq = int(d.id)

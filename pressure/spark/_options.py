@@ -37,6 +37,8 @@ OPTIONS: dict[str, str] = {
     "includeMetadata": "read: add columns _seq, _deliveries and _producer (default false)",
 }
 _LOWER = {name.lower(): name for name in OPTIONS}
+#: Options that Spark itself reads and passes along to every source and sink.
+_SPARKS_OWN = frozenset({"checkpointlocation", "queryname"})
 
 
 def _int(name: str, raw: str, minimum: int, maximum: int | None = None) -> int:
@@ -95,6 +97,8 @@ class SourceOptions:
             canonical = _LOWER.get(str(key).lower())
             if canonical is None and str(key).lower() == "path":
                 canonical = "name"
+            if canonical is None and str(key).lower() in _SPARKS_OWN:
+                continue
             if canonical is None:
                 known = ", ".join(sorted(OPTIONS, key=str.lower))
                 raise ValueError(f"unknown option {key!r} for the pressure data source; "

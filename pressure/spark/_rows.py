@@ -85,6 +85,11 @@ class Decoder:
                 self._single = _identity
         self._serializer_name = serializer
 
+    @property
+    def wants_producer(self) -> bool:
+        """Whether the schema has a ``_producer`` column (reading it costs a round trip)."""
+        return "_producer" in self._metadata
+
     def __call__(self, payload: bytes, number: int, meta: Mapping[str, Any]) -> tuple[Any, ...]:
         """The row of one payload; ``number`` names it in errors (its position or log number)."""
         try:

@@ -1,0 +1,372 @@
+"""The Spark section of ``python -m pressure bench --spark``: the ``pressure`` data source
+against raw redis-py doing the same work from Spark tasks.
+
+One local SparkSession (``local[2]``) moves ``--spark-rows`` small rows (one ``value``
+column: an 18-byte JSON string), in ``--spark-partitions`` partitions and batches of
+``--spark-batch`` items, through each path:
+
+* **write** - ``df.write.format("pressure")`` into an unbounded queue, against the
+  baseline ``df.foreachPartition(f)`` where ``f`` JSON-encodes each value and sends one
+  ``LPUSH key v1 .. vB`` per batch to a plain list;
+* **read** - ``spark.readStream.format("pressure")`` with ``trigger(availableNow=True)``
+  into the ``noop`` sink (``maxRowsPerBatch`` = ``--spark-stream-batch``), from a queue
+  filled beforehand, against the baseline: one task per partition sends ``RPOP key B``
+  until it has its share, JSON-decodes each item and yields it as a row of a DataFrame
+  written to the ``noop`` sink (``mapPartitionsWithIndex`` + ``createDataFrame``);
+  and, for reference, the batch reader ``spark.read.format("pressure")`` the same way.
+
+A path's time runs from the job's (or query's) start until it returns, so it includes
+Spark's per-job (per-micro-batch) overhead; filling a queue or list before a read is not
+timed. Every path runs once on a few rows first (a session's first job of each kind is
+many times slower), then ``--spark-rounds`` rounds in turns; the best round counts. Every
+run checks the row count; every queue and list has a unique name and is deleted after.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
+
+from .bench import BenchConfig, _fmt, _print_lines, _progress, _ratio, _render, _unique
+from .queue import Queue
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+__all__ = [
+    "SparkCase",
+    "SparkJob",
+    "SparkResult",
+    "format_spark_table",
+    "make_cases",
+    "print_spark_report",
+    "run_spark",
+]
+
+#: Rows moved by the warm-up run of each path.
+WARMUP_ROWS = 2_000
+#: Items per round trip when filling a queue or list before a read (untimed).
+FILL_CHUNK = 1_000
+
+
+@dataclass(frozen=True)
+class SparkJob:
+    """What every path moves: ``rows`` rows in ``partitions`` partitions, ``batch`` per round
+    trip; the stream reader plans at most ``stream_batch`` rows per micro-batch."""
+
+    url: str
+    rows: int
+    partitions: int
+    batch: int
+    stream_batch: int
+    tmp: str
+
+
+def _value(i: int) -> str:
+    return f"row-{i:012d}"
+
+
+def _frame(spark: SparkSession, job: SparkJob) -> Any:
+    """The rows to write: one string column, ``value``."""
+    return spark.range(0, job.rows, 1, job.partitions).selectExpr(
+        "format_string('row-%012d', id) AS value")
+
+
+def _check(what: str, got: int, expected: int) -> None:
+    if got != expected:
+        raise RuntimeError(f"{what}: {got} rows, expected {expected}")
+
+
+def _delete_list(url: str, key: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        client.delete(key)
+    finally:
+        client.close()
+
+
+def _new_queue(job: SparkJob) -> Queue[Any]:
+    return Queue(_unique("spark"), maxsize=0, url=job.url, serializer="json")
+
+
+def _fill_queue(queue: Queue[Any], rows: int) -> None:
+    for start in range(0, rows, FILL_CHUNK):
+        queue.put_many([_value(i) for i in range(start, min(start + FILL_CHUNK, rows))])
+
+
+def _fill_list(url: str, key: str, rows: int) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        for start in range(0, rows, FILL_CHUNK):
+            client.lpush(key, *(json.dumps(_value(i)) for i in range(start, min(start + FILL_CHUNK, rows))))
+    finally:
+        client.close()
+
+
+# -- what the Spark tasks run (module level: pickled by reference) --------------------------
+
+
+def _lpush_partition(url: str, key: str, batch: int, rows: Iterable[Row]) -> None:
+    """The write baseline: one ``LPUSH key v1 .. vB`` per ``batch`` JSON-encoded values."""
+    client = redis.Redis.from_url(url)
+    try:
+        chunk: list[str] = []
+        for row in rows:
+            chunk.append(json.dumps(row[0]))
+            if len(chunk) >= batch:
+                client.lpush(key, *chunk)
+                chunk = []
+        if chunk:
+            client.lpush(key, *chunk)
+    finally:
+        client.close()
+
+
+def _rpop_partition(url: str, key: str, batch: int, shares: list[int], index: int,
+                    _: Iterable[Any]) -> Iterator[tuple[str]]:
+    """The read baseline: ``RPOP key B`` until this partition has its share, decoded."""
+    client = redis.Redis.from_url(url)
+    try:
+        left = shares[index]
+        while left:
+            items = cast("list[bytes] | None", client.rpop(key, min(batch, left)))
+            if not items:
+                raise RuntimeError(f"list {key} ran dry with {left} items of partition {index} to go")
+            left -= len(items)
+            for item in items:
+                yield (json.loads(item),)
+    finally:
+        client.close()
+
+
+# -- the paths ---------------------------------------------------------------------------
+
+
+def write_pressure(spark: SparkSession, job: SparkJob) -> float:
+    queue = _new_queue(job)
+    try:
+        frame = _frame(spark, job)
+        began = time.monotonic()
+        (frame.write.format("pressure").mode("append").option("url", job.url)
+         .option("serializer", "json").option("batchSize", str(job.batch)).save(queue.name))
+        took = time.monotonic() - began
+        _check("queue", queue.qsize(), job.rows)
+        return took
+    finally:
+        queue.delete()
+        queue.disconnect()
+
+
+def write_raw(spark: SparkSession, job: SparkJob) -> float:
+    key = _unique("spark-raw")
+    client = redis.Redis.from_url(job.url)
+    try:
+        frame = _frame(spark, job)
+        began = time.monotonic()
+        frame.foreachPartition(functools.partial(_lpush_partition, job.url, key, job.batch))
+        took = time.monotonic() - began
+        _check("list", int(client.llen(key)), job.rows)
+        return took
+    finally:
+        client.delete(key)
+        client.close()
+
+
+def read_stream_pressure(spark: SparkSession, job: SparkJob) -> float:
+    queue = _new_queue(job)
+    checkpoint = tempfile.mkdtemp(prefix="checkpoint-", dir=job.tmp)
+    try:
+        _fill_queue(queue, job.rows)
+        began = time.monotonic()
+        query = (spark.readStream.format("pressure").option("url", job.url)
+                 .option("serializer", "json").option("maxRowsPerBatch", str(job.stream_batch))
+                 .option("batchSize", str(job.batch)).schema("value string").load(queue.name)
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        took = time.monotonic() - began
+        _check("stream", sum(int(p["numInputRows"]) for p in query.recentProgress), job.rows)
+        _check("queue left", queue.qsize(), 0)
+        return took
+    finally:
+        queue.delete()  # the group's log included
+        queue.disconnect()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def read_batch_pressure(spark: SparkSession, job: SparkJob) -> float:
+    queue = _new_queue(job)
+    try:
+        _fill_queue(queue, job.rows)
+        began = time.monotonic()
+        (spark.read.format("pressure").option("url", job.url).option("serializer", "json")
+         .option("numPartitions", str(job.partitions)).option("batchSize", str(job.batch))
+         .schema("value string").load(queue.name).write.format("noop").mode("overwrite").save())
+        took = time.monotonic() - began
+        _check("queue left", queue.qsize(), 0)
+        return took
+    finally:
+        queue.delete()
+        queue.disconnect()
+
+
+def read_raw(spark: SparkSession, job: SparkJob) -> float:
+    key = _unique("spark-raw")
+    shares = [job.rows // job.partitions + (1 if i < job.rows % job.partitions else 0)
+              for i in range(job.partitions)]
+    try:
+        _fill_list(job.url, key, job.rows)
+        began = time.monotonic()
+        rdd = spark.sparkContext.parallelize(range(job.partitions), job.partitions).mapPartitionsWithIndex(
+            functools.partial(_rpop_partition, job.url, key, job.batch, shares))
+        spark.createDataFrame(rdd, "value string").write.format("noop").mode("overwrite").save()
+        took = time.monotonic() - began
+        client = redis.Redis.from_url(job.url)
+        try:
+            _check("list left", int(client.llen(key)), 0)
+        finally:
+            client.close()
+        return took
+    finally:
+        _delete_list(job.url, key)
+
+
+# -- the section -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SparkCase:
+    """One path: what it is, how to run it, and the key of the baseline it is compared to."""
+
+    key: str
+    label: str
+    run: Callable[[SparkSession, SparkJob], float]
+    baseline: str | None = None
+
+
+def make_cases() -> list[SparkCase]:
+    """The paths, in table order."""
+    return [
+        SparkCase("write-raw", 'write  baseline: foreachPartition, LPUSH xB', write_raw),
+        SparkCase("write", 'write  df.write.format("pressure")', write_pressure, "write-raw"),
+        SparkCase("read-raw", "read   baseline: mapPartitions, RPOP B -> noop", read_raw),
+        SparkCase("read-stream", 'read   readStream.format("pressure") -> noop', read_stream_pressure,
+                  "read-raw"),
+        SparkCase("read-batch", 'read   read.format("pressure") -> noop', read_batch_pressure,
+                  "read-raw"),
+    ]
+
+
+@dataclass
+class SparkResult:
+    """The rounds of one path: seconds each, or the first error."""
+
+    case: SparkCase
+    rows: int
+    seconds: list[float] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def best(self) -> float | None:
+        return min(self.seconds) if self.seconds and self.error is None else None
+
+    @property
+    def rows_per_s(self) -> float | None:
+        best = self.best
+        return None if best is None else self.rows / max(best, 1e-9)
+
+
+def _session() -> SparkSession:
+    # Spark's Python workers must run this interpreter, the one with pressure installed
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from . import spark as pressure_spark
+
+    session = (SparkSession.builder.master("local[2]").appName("pressure-bench-spark")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    pressure_spark.register(session)
+    return session
+
+
+def _attempt(case: SparkCase, spark: SparkSession, job: SparkJob) -> float | str:
+    try:
+        return case.run(spark, job)
+    except Exception as exc:  # reported in the table's notes, the other paths go on
+        text = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def run_spark(url: str, config: BenchConfig) -> list[SparkResult]:
+    """A warm-up run of every path, then ``spark_rounds`` rounds in turns."""
+    began = time.monotonic()
+    spark = _session()
+    _progress(f"  Spark session started ({time.monotonic() - began:.1f} s)")
+    tmp = tempfile.mkdtemp(prefix="pressure-bench-spark-")
+    job = SparkJob(url, config.spark_rows, config.spark_partitions, config.spark_batch,
+                   config.spark_stream_batch, tmp)
+    warm = SparkJob(url, min(WARMUP_ROWS, job.rows), job.partitions, job.batch,
+                    min(job.stream_batch, WARMUP_ROWS), tmp)
+    cases = make_cases()
+    results = [SparkResult(case, job.rows) for case in cases]
+    try:
+        for case, result in zip(cases, results, strict=True):
+            started = time.monotonic()
+            outcome = _attempt(case, spark, warm)
+            if isinstance(outcome, str):
+                result.error = f"warm-up: {outcome}"
+            _progress(f"  {case.label:<48} warm-up  ({time.monotonic() - started:.1f} s)")
+        for n in range(config.spark_rounds):
+            for case, result in zip(cases, results, strict=True):
+                if result.error:
+                    continue
+                outcome = _attempt(case, spark, job)
+                if isinstance(outcome, str):
+                    result.error = outcome
+                    status = "error"
+                else:
+                    result.seconds.append(outcome)
+                    status = f"{job.rows / max(outcome, 1e-9):,.0f} rows/s"
+                _progress(f"  {case.label:<48} round {n + 1}  {status:>16}  "
+                          f"({outcome if isinstance(outcome, str) else f'{outcome:.1f} s'})")
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def format_spark_table(results: list[SparkResult]) -> list[str]:
+    """One row per path: best rows/s, best seconds, and the ratio to its baseline."""
+    by = {r.case.key: r for r in results}
+    rows = [("path", "rows/s", "best s", "vs baseline")]
+    for r in results:
+        base = by.get(r.case.baseline) if r.case.baseline else None
+        rows.append((r.case.label, "error" if r.error else _fmt(r.rows_per_s),
+                     "-" if r.best is None else f"{r.best:.2f}",
+                     _fmt(_ratio(r.rows_per_s, base.rows_per_s), 2, "x") if base else ""))
+    return _render(rows)
+
+
+def print_spark_report(results: list[SparkResult], config: BenchConfig) -> None:
+    """The Spark section: settings, table, errors."""
+    print()
+    print(f"spark: {config.spark_rows:,} rows (18-B JSON strings) in {config.spark_partitions} "
+          f"partitions, batches of {config.spark_batch}, local[2]; the stream reader plans "
+          f"{config.spark_stream_batch:,} rows per micro-batch; best of {config.spark_rounds} "
+          f"rounds after a warm-up run")
+    _print_lines(format_spark_table(results))
+    errors = [f"  - {r.case.label}: {r.error}" for r in results if r.error]
+    if errors:
+        _print_lines(errors, "notes:")

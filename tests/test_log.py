@@ -1,0 +1,140 @@
+"""QueueLog: the replayable log a streaming reader plans by (pressure/log.py)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+from pressure.log import QueueLog
+
+from .helpers import assert_invariants
+
+
+def test_take_read_commit(make_queue: Any, url: str, prefix: str) -> None:
+    q = make_queue("q", 10)
+    q.put_many([{"n": i} for i in range(6)])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert (log.tail(), log.committed()) == (0, 0)
+    assert log.take(4) == 4
+    assert q.qsize() == 2
+    entries = list(log.read(0, 4))
+    assert [e.number for e in entries] == [1, 2, 3, 4]
+    assert [pickle.loads(e.payload) for e in entries] == [{"n": i} for i in range(4)]
+    assert [e.seq for e in entries] == sorted(e.seq for e in entries)
+    assert all(e.deliveries == 1 and e.producer == q.client_id for e in entries)
+    # a range reads again, as often as asked, until committed
+    assert [e.number for e in log.read(2, 4)] == [3, 4]
+    assert log.commit(2) == 2
+    assert log.commit(1) == 2  # commits only move forward
+    assert [e.number for e in log.read(2, 4)] == [3, 4]
+    with pytest.raises(pressure.PressureError, match="no longer holds entry 1"):
+        list(log.read(0, 4))
+    assert log.take(100) == 6
+    assert q.qsize() == 0
+    st = q.statistics()
+    assert (st.produced_messages, st.consumed_messages) == (6, 6)
+    assert q.in_flight() == []
+
+
+def test_take_frees_room_for_blocked_producer(make_queue: Any, url: str, prefix: str) -> None:
+    q = make_queue("q", 2)
+    q.put_many([1, 2])
+    assert q.full()
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    log.take(1)
+    q.put(3, timeout=1)  # a permit is back: :not_full agrees with the length
+    assert q.qsize() == 2
+    r = redis.Redis.from_url(url)
+    assert_invariants(r, q)
+
+
+def test_groups_are_separate_and_logs_go_with_the_queue(make_queue: Any, url: str, prefix: str,
+                                                        r: redis.Redis) -> None:
+    q = make_queue("q")
+    q.put_many(range(4))
+    a = QueueLog("q", "a", url=url, prefix=prefix)
+    b = QueueLog("q", "b", url=url, prefix=prefix)
+    assert a.take(1) == 1
+    assert b.take(1) == 1
+    assert [pickle.loads(e.payload) for e in a.read(0, 1)] == [0]
+    assert [pickle.loads(e.payload) for e in b.read(0, 1)] == [1]
+    assert r.keys(f"{prefix}:q:pressure:logs*")
+    q.delete()
+    assert r.keys(f"{prefix}*") == []
+
+
+def test_a_fresh_create_drops_logs_a_spec_delete_left(make_queue: Any, url: str, prefix: str,
+                                                      r: redis.Redis) -> None:
+    q = make_queue("q")
+    q.put_many(range(3))
+    QueueLog("q", "g", url=url, prefix=prefix).take(3)
+    r.delete(*q.keys.protocol_keys())  # what a plain spec client's Delete removes
+    q2 = make_queue("q")
+    assert QueueLog("q", "g", url=url, prefix=prefix).tail() == 0
+    assert not r.keys(f"{prefix}:q:pressure:logs*")
+    q2.delete()
+
+
+def test_ordered_queues(make_queue: Any, url: str, prefix: str) -> None:
+    pq = pressure.PriorityQueue("pq", url=url, prefix=prefix)
+    for x in (5, 1, 3):
+        pq.put(x)
+    log = QueueLog("pq", "g", url=url, prefix=prefix, kind="priority")
+    log.take(10)
+    assert [pickle.loads(e.payload) for e in log.read(0, 3)] == [1, 3, 5]
+    pq.delete()
+
+
+def test_pickles_and_checks_arguments(make_queue: Any, url: str, prefix: str) -> None:
+    q = make_queue("q")
+    q.put("x")
+    log = pickle.loads(pickle.dumps(QueueLog("q", "g", url=url, prefix=prefix)))
+    assert log.take(1) == 1
+    assert [e.payload for e in log.read(0, 1)] == [pickle.dumps("x", protocol=pickle.HIGHEST_PROTOCOL)]
+    with pytest.raises(ValueError, match="group"):
+        QueueLog("q", "", url=url, prefix=prefix)
+    with pytest.raises(ValueError, match="kind"):
+        QueueLog("q", "g", url=url, prefix=prefix, kind="stack")
+    with pytest.raises(ValueError, match="negative"):
+        log.take(-1)
+    with pytest.raises(pressure.QueueDoesNotExist):
+        QueueLog("missing", "g", url=url, prefix=prefix).take(1)
+
+
+def test_a_reader_killed_between_get_and_append_loses_nothing(make_queue: Any, url: str,
+                                                              prefix: str) -> None:
+    """SIGKILL after the reliable get and before log_append: the items are in flight under a
+    dead pid, and the next take on this host requeues and logs them, once each."""
+    q = make_queue("q")
+    q.put_many(range(5))
+    child = textwrap.dedent(f"""
+        import os, signal
+        from pressure.log import QueueLog
+        log = QueueLog("q", "g", url={url!r}, prefix={prefix!r})
+        got = log.queue._receive_more(3)
+        assert len(got) == 3
+        print("taken", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                          cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert q.qsize() == 2
+    assert len(q.in_flight()) == 3
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    deadline = time.monotonic() + 10
+    while log.tail() < 5 and time.monotonic() < deadline:
+        log.take(10)  # its sweep (at most once a second) recovers the dead reader's items
+        time.sleep(0.2)
+    assert sorted(pickle.loads(e.payload) for e in log.read(0, log.tail())) == [0, 1, 2, 3, 4]
+    assert q.in_flight() == [] and q.qsize() == 0
