@@ -32,7 +32,7 @@ from .keys import DEFAULT_PREFIX, KINDS
 from .ordered import LifoQueue, PriorityQueue
 from .queue import Queue
 
-__all__ = ["QueueLog", "LogEntry"]
+__all__ = ["LogEntry", "QueueLog"]
 
 #: Items per round trip, both ways (get.lua returns at most 1000 at once).
 _CHUNK = 1000

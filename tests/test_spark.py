@@ -25,9 +25,9 @@ import pressure
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("PySpark needs Java (17 or newer): none on this machine", allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-import pressure.spark  # noqa: E402
+import pressure.spark
 
 pytestmark = pytest.mark.slow
 

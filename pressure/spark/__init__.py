@@ -21,16 +21,28 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
-                                    DataSourceStreamWriter, DataSourceWriter)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
-from ._batch import BatchReader, QueueWriter, StreamWriter, WriteError, check_exists, create_queue
+from ._batch import (
+    BatchReader,
+    QueueWriter,
+    StreamWriter,
+    WriteError,
+    check_exists,
+    create_queue,
+)
 from ._options import OPTIONS, SourceOptions
 from ._rows import default_schema
 from ._stream import StreamReader
 
-__all__ = ["PressureDataSource", "register", "WriteError", "OPTIONS"]
+__all__ = ["OPTIONS", "PressureDataSource", "WriteError", "register"]
 
 
 class PressureDataSource(DataSource):

@@ -24,8 +24,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import (DataSourceReader, DataSourceStreamWriter, DataSourceWriter,
-                                    InputPartition, WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from ..errors import Empty, PressureError, QueueDoesNotExist, ShutDown

@@ -16,7 +16,7 @@ from typing import Any
 from ..connection import ConnectionConfig
 from ..keys import DEFAULT_PREFIX, KINDS
 
-__all__ = ["SourceOptions", "OPTIONS"]
+__all__ = ["OPTIONS", "SourceOptions"]
 
 #: Every option, with what it means (the error for an unknown option lists them).
 OPTIONS: dict[str, str] = {
@@ -30,7 +30,8 @@ OPTIONS: dict[str, str] = {
     "timeout": "write: seconds a put may wait on a full queue (default: no limit); "
                "batch read: seconds a partition waits for a first item (default 0)",
     "maxRows": "batch read: at most this many items in all (default: all queued)",
-    "numPartitions": "batch read: partitions reading in parallel (default 1)",
+    "numPartitions": "read: partitions reading in parallel; a batch read's each drain the queue, "
+                     "a stream splits each micro-batch among them (default 1)",
     "group": "stream read: the consumer group whose log holds the query's items (default spark)",
     "maxRowsPerBatch": "stream read: at most this many items per micro-batch (default 10000)",
     "visibilityTimeout": "read: seconds an item taken by a dead reader stays invisible (default 30)",

@@ -21,13 +21,19 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField,
-                               StructType)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from ..errors import DeserializationError, SerializationError
 from ..serializers import resolve
 
-__all__ = ["METADATA", "default_schema", "with_metadata", "Decoder", "row_encoder"]
+__all__ = ["METADATA", "Decoder", "default_schema", "row_encoder", "with_metadata"]
 
 #: The metadata columns, in order.
 METADATA = (StructField("_seq", LongType(), False), StructField("_deliveries", IntegerType(), False),
