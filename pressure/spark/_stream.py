@@ -84,9 +84,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             end = min(end, max(self._target, begin))
         tail = log.tail()
+        if end == math.inf:  # all available: what is queued now, not a race with producers
+            end = tail + log.queue.qsize()
         if tail < end:
-            want = end - tail
-            tail = log.take(int(want) if want != math.inf else 2**62)
+            tail = log.take(int(end - tail))
         return {"offset": int(min(tail, end))}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
