@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -295,3 +297,37 @@ def test_stream_write(spark: SparkSession, make_queue: Any, opts: dict[str, str]
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(dst.get_many(1000)) == [i * 10 for i in range(120)]
+
+
+def test_registered_automatically_from_a_wheel(url: str, prefix: str, make_queue: Any,
+                                               tmp_path: Path) -> None:
+    """Installed from a wheel, pressure brings a top-level ``pyspark_pressure`` whose
+    DefaultSource PySpark registers by itself: a fresh session reads with no register()."""
+    root = Path(__file__).resolve().parent.parent
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(root)], check=True,
+                   timeout=300)
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site),
+                    *map(str, wheels.glob("*.whl"))], check=True, timeout=300)
+    q = make_queue("auto", serializer="json")
+    q.put_many([1, 2, 3])
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        import pressure
+        assert pressure.__file__.startswith({str(site)!r}), pressure.__file__
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        rows = (spark.read.format("pressure").option("url", {url!r}).option("prefix", {prefix!r})
+                .option("serializer", "json").schema("value long").load("auto").collect())
+        print("values", sorted(row.value for row in rows))
+        spark.stop()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "values [1, 2, 3]" in out.stdout
+    assert q.qsize() == 0
