@@ -323,11 +323,15 @@ def test_registered_automatically_from_a_wheel(url: str, prefix: str, make_queue
         rows = (spark.read.format("pressure").option("url", {url!r}).option("prefix", {prefix!r})
                 .option("serializer", "json").schema("value long").load("auto").collect())
         print("values", sorted(row.value for row in rows))
+        import pressure.spark
+        pressure.spark.register(spark)  # harmless after the automatic registration
+        print("again", spark.read.format("pressure").option("url", {url!r})
+              .option("prefix", {prefix!r}).load("auto").count())
         spark.stop()
     """)
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    assert "values [1, 2, 3]" in out.stdout
+    assert "values [1, 2, 3]" in out.stdout and "again 0" in out.stdout
     assert q.qsize() == 0
