@@ -196,6 +196,22 @@ class QueueLog:
                 f"log {self._group!r} of queue {self._name!r} no longer holds entry {expected} "
                 f"(committed up to {self.committed()}): it was committed, or the queue was deleted")
 
+    def bury(self, number: int) -> bool:
+        """Copy entry ``number`` to the queue's dead-letter list (see ``Queue.dead_letters``),
+        once however often it is buried: for an item no reader can use, which a stream must
+        step over. False if the log no longer holds it."""
+        client = self._client()
+        call = self._queue._backend.call
+        found = call("XRANGE", client.xrange, self._log, f"{number}-0", f"{number}-0")
+        if not found:
+            return False
+        fields = found[0][1]
+        entry = b":".join((fields[b"s"], fields[b"d"], fields[b"t"], fields[b"i"]))
+        dead = self._queue.keys.dead
+        if call("LPOS", client.lpos, dead, entry) is None:
+            call("LPUSH", client.lpush, dead, entry, mutating=True)
+        return True
+
     def commit(self, upto: int) -> int:
         """Drop the entries up to ``upto``; returns the committed number (commits only move forward)."""
         return int(self._queue._run("log_commit", (self._log, self._committed_key), (int(upto),)))

@@ -977,6 +977,14 @@ class Queue(Generic[T]):
             cid, self._consumer_record()))
         return max(0, int(requeued)) + int(dead)
 
+    def _bury(self, delivery: Delivery[T]) -> bool:
+        """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
+        requeued, dead = self._run("requeue", self._requeue_keys, (
+            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1",
+            delivery.consumer, delivery.id))
+        self._forget(delivery)
+        return bool(dead)
+
     def _touch_all(self, cid: str) -> int:
         """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""
         return int(self._run("touch", (self._keys.inflight(cid),), ("*",)))

@@ -41,6 +41,9 @@ def test_take_read_commit(make_queue: Any, url: str, prefix: str) -> None:
         list(log.read(0, 4))
     assert log.take(100) == 6
     assert q.qsize() == 0
+    assert log.bury(5) and log.bury(5)  # once in the list, however often buried
+    assert [pickle.loads(d.payload) for d in q.dead_letters()] == [{"n": 4}]
+    assert not log.bury(1)  # committed: gone
     st = q.statistics()
     assert (st.produced_messages, st.consumed_messages) == (6, 6)
     assert q.in_flight() == []

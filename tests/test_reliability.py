@@ -329,3 +329,30 @@ def test_clients_reconnect_cleanly_after_a_restart(prefix: str) -> None:
         q.put("after")  # a connection closed by the old server is noticed before sending
         assert [q.get(), q.get()] == ["before", "after"]
         assert_invariants(redis.Redis.from_url(server.url), q)
+
+
+def test_a_sweep_never_orphans_a_consumers_lists(make_queue: Any, r: redis.Redis) -> None:
+    """A consumer whose lists hold only wake-up entries keeps its record until they are
+    gone, so a later Delete still finds (and deletes) its lists: nothing is left behind."""
+    q = make_queue("leak", serializer="json")
+
+    def consume() -> None:
+        try:
+            while True:
+                q.get_many(10)
+        except pressure.ShutDown:
+            pass
+
+    worker = threading.Thread(target=consume)
+    worker.start()
+    time.sleep(0.5)
+    q.put_many([1, 2, 3])
+    time.sleep(0.5)
+    q.close()
+    worker.join(10)
+    time.sleep(1.1)  # past the sweep's once-a-second limit
+    other = make_queue("leak", serializer="json")
+    with pytest.raises(pressure.ShutDown):
+        other.get_many(10, timeout=0.1)  # sweeps first
+    q.delete()
+    assert r.keys(f"{q.prefix}:*") == []

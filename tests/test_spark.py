@@ -128,6 +128,31 @@ def test_a_failed_read_leaves_the_queue_as_it_was(spark: SparkSession, make_queu
     _no_leftovers(r, q)
 
 
+def test_bad_items_can_go_to_the_dead_letter_list(spark: SparkSession, make_queue: Any,
+                                                  opts: dict[str, str], r: redis.Redis,
+                                                  tmp_path: Path) -> None:
+    q = make_queue("q", serializer="json")
+    q.put_many([{"a": 1}, "not a dict", {"a": 3}])
+    r.lpush(q.keys.base, b"{not json")  # a producer in another language got it wrong
+    df = spark.read.format("pressure").options(**opts, serializer="json", badItems="deadLetter") \
+        .schema("a long").load("q")
+    assert sorted(row.a for row in df.collect()) == [1, 3]
+    assert sorted(d.payload for d in q.dead_letters()) == [b'"not a dict"', b"{not json"]
+    assert q.qsize() == 0
+    _no_leftovers(r, q)
+    # a stream steps over them too (and buries each once, however often a batch replays)
+    q.purge_dead()
+    q.put_many([{"a": 4}, [1, 2], {"a": 6}])
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    query = (spark.readStream.format("pressure")
+             .options(**opts, serializer="json", badItems="deadLetter").schema("a long").load("q")
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert sorted(row.a for row in spark.read.parquet(str(out)).collect()) == [4, 6]
+    assert [d.payload for d in q.dead_letters()] == [b"[1,2]"]
+
+
 def test_bounded_write_waits_for_a_slow_consumer(spark: SparkSession, make_queue: Any,
                                                  opts: dict[str, str]) -> None:
     q = make_queue("bounded", 10, serializer="json")

@@ -12,10 +12,14 @@
 -- ARGV[1] - the group's name
 -- ARGV[2..] - delivery numbers, in the order to log them
 -- return the log's tail after the append
-local held = {}
+local wanted = {}
+for i = 2, #ARGV do wanted[ARGV[i]] = true end
+-- one pass over the in-flight list: what is wanted is logged, the rest is kept in
+-- order (removing entries one by one with LREM would be quadratic)
+local held, kept = {}, {}
 for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   local seq = string.match(entry, '^([^:]*):')
-  if seq and seq ~= 's' then held[seq] = entry end
+  if seq and wanted[seq] and not held[seq] then held[seq] = entry else table.insert(kept, entry) end
 end
 local tail = tonumber(redis.call('GET', KEYS[3]) or '0')
 local producer = redis.call('GET', KEYS[4]) or ''
@@ -25,11 +29,14 @@ for i = 2, #ARGV do
     held[ARGV[i]] = nil
     local seq, deliveries, ms = string.match(entry, '^([^:]*):([^:]*):([^:]*):')
     local item = string.sub(entry, #seq + #deliveries + #ms + 4)
-    redis.call('LREM', KEYS[1], 1, entry)
     tail = tail + 1
     redis.call('XADD', KEYS[2], tail .. '-0', 'i', item, 's', seq, 'd', deliveries, 't', ms,
                'p', producer)
   end
+end
+redis.call('DEL', KEYS[1])
+for i = 1, #kept, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(kept, i, math.min(i + 999, #kept)))
 end
 redis.call('SET', KEYS[3], tail)
 redis.call('SADD', KEYS[5], ARGV[1])

@@ -134,7 +134,13 @@ else
         end
       end
     end
-    if empty and redis.call('GET', KEYS[5]) ~= id then redis.call('HDEL', KEYS[7], id) end
+    if empty and redis.call('GET', KEYS[5]) ~= id then
+      -- only wake-up entries are left: those BLMOVE moved in flight are garbage; one still
+      -- in the inbox is a wake-up its consumer may be about to read, so the record stays
+      -- until the inbox is gone too (a Delete finds lists only through the records)
+      redis.call('LREM', ARGV[3] .. id, 0, 's:')
+      if redis.call('EXISTS', ARGV[2] .. id, ARGV[3] .. id) == 0 then redis.call('HDEL', KEYS[7], id) end
+    end
   end
   upkeep()
   local result = {requeued, dead}

@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import Empty, PressureError, QueueDoesNotExist, ShutDown
+from ..errors import Empty, PressureError, QueueDoesNotExist, SerializationError, ShutDown
 from ..ordered import LifoQueue, PriorityQueue
 from ..queue import Queue
 from ._options import SourceOptions
@@ -129,8 +129,16 @@ class BatchReader(DataSourceReader):
                 for d in got:
                     taken += 1
                     seq = int(d.id)
-                    yield decode(d.item, seq, {"_seq": seq, "_deliveries": d.deliveries,
-                                               "_producer": producer})
+                    try:
+                        row = decode(d.item, seq, {"_seq": seq, "_deliveries": d.deliveries,
+                                                   "_producer": producer})
+                    except SerializationError as exc:
+                        if not opts.dead_letter:
+                            raise
+                        q._bury(d)
+                        logger.warning("queue %r: %s (moved to the dead-letter list)", opts.name, exc)
+                        continue
+                    yield row
                 if time.monotonic() - last_touch > touch_every:
                     q._touch_all(cid)
                     last_touch = time.monotonic()

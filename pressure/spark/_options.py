@@ -26,7 +26,8 @@ OPTIONS: dict[str, str] = {
     "kind": "fifo (default), lifo or priority",
     "serializer": "pickle (default), json or bytes: how items are encoded in the queue",
     "maxsize": "write: the bound when the write creates the queue (default unbounded)",
-    "batchSize": "items per round trip (default 500, at most 1000)",
+    "batchSize": "batch read and write: items per round trip (default 500, at most 1000; "
+                 "a stream read moves and reads 1000 per round trip)",
     "timeout": "write: seconds a put may wait on a full queue (default: no limit); "
                "batch read: seconds a partition waits for a first item (default 0)",
     "maxRows": "batch read: at most this many items in all (default: all queued)",
@@ -35,6 +36,9 @@ OPTIONS: dict[str, str] = {
     "group": "stream read: the consumer group whose log holds the query's items (default spark)",
     "maxRowsPerBatch": "stream read: at most this many items per micro-batch (default 10000)",
     "visibilityTimeout": "read: seconds an item taken by a dead reader stays invisible (default 30)",
+    "badItems": "read: fail (default: the read fails, the queue stays as it was) or deadLetter "
+                "(an item that does not decode or fit the schema goes to the queue's dead-letter "
+                "list, and the read goes on)",
     "includeMetadata": "read: add columns _seq, _deliveries and _producer (default false)",
 }
 _LOWER = {name.lower(): name for name in OPTIONS}
@@ -90,6 +94,7 @@ class SourceOptions:
     max_rows_per_batch: int
     visibility_timeout: float
     include_metadata: bool
+    dead_letter: bool
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SourceOptions:
@@ -129,6 +134,9 @@ class SourceOptions:
             raise ValueError(f"option 'serializer' must be pickle, json or bytes, not {given['serializer']!r}")
         maxsize = _int("maxsize", given["maxsize"], 0) if "maxsize" in given else None
         timeout = _seconds("timeout", given["timeout"]) if "timeout" in given else None
+        bad_items = given.get("badItems", "fail").lower()
+        if bad_items not in ("fail", "deadletter"):
+            raise ValueError(f"option 'badItems' must be fail or deadLetter, not {given['badItems']!r}")
         group = given.get("group", "spark")
         if not group:
             raise ValueError("option 'group' must not be empty")
@@ -147,4 +155,5 @@ class SourceOptions:
             max_rows_per_batch=_int("maxRowsPerBatch", given.get("maxRowsPerBatch", "10000"), 1),
             visibility_timeout=_seconds("visibilityTimeout", given.get("visibilityTimeout", "30")),
             include_metadata=_bool("includeMetadata", given.get("includeMetadata", "false")),
+            dead_letter=bad_items == "deadletter",
         )

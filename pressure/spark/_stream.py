@@ -16,6 +16,7 @@ log keeps the last batch of a run until the next run (or query) on that group.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -29,11 +30,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..errors import SerializationError
 from ..log import QueueLog
 from ._options import SourceOptions
 from ._rows import Decoder
 
 __all__ = ["StreamReader"]
+
+logger = logging.getLogger("pressure.spark")
 
 
 def _log(opts: SourceOptions) -> QueueLog:
@@ -103,8 +107,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         decode = Decoder(self._schema, self._opts.serializer)
         try:
             for entry in log.read(after, upto):
-                yield decode(entry.payload, entry.number, {
-                    "_seq": entry.seq, "_deliveries": entry.deliveries, "_producer": entry.producer})
+                try:
+                    row = decode(entry.payload, entry.number, {
+                        "_seq": entry.seq, "_deliveries": entry.deliveries,
+                        "_producer": entry.producer})
+                except SerializationError as exc:
+                    if not self._opts.dead_letter:
+                        raise
+                    log.bury(entry.number)
+                    logger.warning("queue %r: %s (copied to the dead-letter list)",
+                                   self._opts.name, exc)
+                    continue
+                yield row
         finally:
             log.disconnect()
 
