@@ -165,7 +165,7 @@ class BenchConfig:
     spark_partitions: int = 2
     spark_batch: int = 500
     spark_stream_batch: int = 50_000
-    spark_rounds: int = 3
+    spark_rounds: int = 2
 
 
 @dataclass(frozen=True)
@@ -950,7 +950,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     parser.add_argument("--spark-stream-batch", type=_positive_int, default=50_000,
                         help="rows per micro-batch of the Spark stream reader (default: %(default)s)")
-    parser.add_argument("--spark-rounds", type=_positive_int, default=3,
+    parser.add_argument("--spark-rounds", type=_positive_int, default=2,
                         help="timed rounds of every Spark path, after a warm-up run; the best "
                         "counts (default: %(default)s)")
     parser.add_argument("--workers", type=_positive_int, default=_usable_cpus(),

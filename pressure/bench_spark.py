@@ -9,8 +9,9 @@ column: an 18-byte JSON string), in ``--spark-partitions`` partitions and batche
   baseline ``df.foreachPartition(f)`` where ``f`` JSON-encodes each value and sends one
   ``LPUSH key v1 .. vB`` per batch to a plain list;
 * **read** - ``spark.readStream.format("pressure")`` with ``trigger(availableNow=True)``
-  into the ``noop`` sink (``maxRowsPerBatch`` = ``--spark-stream-batch``), from a queue
-  filled beforehand, against the baseline: one task per partition sends ``RPOP key B``
+  into the ``noop`` sink (``maxRowsPerBatch`` = ``--spark-stream-batch``; the driver moves
+  the items into the group's log 1000 per round trip, whatever the batch size), from a
+  queue filled beforehand, against the baseline: one task per partition sends ``RPOP key B``
   until it has its share, JSON-decodes each item and yields it as a row of a DataFrame
   written to the ``noop`` sink (``mapPartitionsWithIndex`` + ``createDataFrame``);
   and, for reference, the batch reader ``spark.read.format("pressure")`` the same way.
@@ -190,7 +191,7 @@ def read_stream_pressure(spark: SparkSession, job: SparkJob) -> float:
         began = time.monotonic()
         query = (spark.readStream.format("pressure").option("url", job.url)
                  .option("serializer", "json").option("maxRowsPerBatch", str(job.stream_batch))
-                 .option("batchSize", str(job.batch)).schema("value string").load(queue.name)
+                 .option("numPartitions", str(job.partitions)).schema("value string").load(queue.name)
                  .writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()

@@ -302,3 +302,31 @@ def test_executor_after_uses_worker_groups_on_two_hosts(url: str, r: redis.Redis
         leftovers = r.keys(f"{prefix}:*")
         if leftovers:
             r.delete(*leftovers)  # a named executor's queue outlives it, by design
+
+
+# -- Spark --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_spark_pipeline_example(url: str, r: redis.Redis) -> None:
+    pytest.importorskip("pyspark")
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "spark_pipeline.py")],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "REDIS_URL": url})
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "OK: Spark's sums equal the plain Python word count" in out.stdout
+    assert "the work queue peaked at 200/200 items: the write waited" in out.stdout
+    assert r.keys("*spark-pipeline-*") == []  # both queues, the stream's log included
+
+
+@pytest.mark.slow
+def test_spark_bench(url: str, r: redis.Redis) -> None:
+    pytest.importorskip("pyspark")
+    out = subprocess.run(
+        [sys.executable, "-m", "pressure", "bench", "--spark", "--url", url, "--spark-rows", "5000",
+         "--spark-rounds", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    for row in ('df.write.format("pressure")', 'readStream.format("pressure")',
+                "baseline: foreachPartition"):
+        assert row in out.stdout
+    assert r.keys("*pressure-bench-spark*") == []
