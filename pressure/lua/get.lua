@@ -121,6 +121,10 @@ if not bound then
 end
 local len = items_len(KEYS[1])
 local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong type changes nothing
+-- the record before any answer that leaves a wake-up entry in our lists: a Delete
+-- finds a consumer's lists only through its record, and a sweep drops the records of
+-- consumers whose lists are gone (a closed queue's last get must not leave one behind)
+if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
   if nowait then return -3 end
   return wake(-3)
@@ -134,7 +138,6 @@ if not registered and not role_free then
   return wake(-2)
 end
 if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]) end
-if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
