@@ -29,6 +29,17 @@ local function items_push_all(key, items)
   return redis.call('LPUSH', key, unpack(items))
 end
 
+-- How many arguments each further item of put_many takes: a FIFO item is its payload alone.
+local ITEM_ARGS = 1
+
+-- Queue `count` new items, in order, from put_many's arguments ARGV[first..] (ITEM_ARGS
+-- each; one command); return the new length and the payload bytes.
+local function items_push_args(key, seq_key, first, count)
+  local last, bytes = first + count - 1, 0
+  for i = first, last do bytes = bytes + #ARGV[i] end
+  return redis.call('LPUSH', key, unpack(ARGV, first, last)), bytes
+end
+
 -- Take up to n items out, next-out first (one command; n <= the length).
 local function items_pop_all(key, n)
   return redis.call('RPOP', key, n)
