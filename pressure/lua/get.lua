@@ -57,8 +57,9 @@
 -- return
 --   'nowait': the entry, or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
---   'many':   an array of 1 or more entries, or the same negative codes
---   'batch':  the same as 'many' in reliable mode, and for an entry waiting in the inbox;
+--   'many':   an array of 1 or more entries (those waiting in the inbox, if any, else
+--             items from the queue), or the same negative codes
+--   'batch':  the same as 'many' in reliable mode, and for entries waiting in the inbox;
 --             else an array of 1 or more items followed by the header
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
@@ -134,11 +135,19 @@ if default_mode then
 else
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
--- an entry delivered to us earlier (e.g. before a reply was lost) comes first
+-- entries delivered to us earlier (e.g. before a reply was lost) come first
 if nowait then
   local entry = take_from_inbox()
-  if entry and mode ~= 'nowait' then return {entry} end
-  if entry then return entry end
+  if entry and mode == 'nowait' then return entry end
+  if entry then
+    local entries = {entry}
+    for _ = 2, math.min(tonumber(ARGV[7]) or 1, 1000) do
+      entry = take_from_inbox()
+      if not entry then break end
+      entries[#entries + 1] = entry
+    end
+    return entries
+  end
 elseif redis.call('LLEN', inbox) > 0 then
   return 1
 end
