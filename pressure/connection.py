@@ -101,11 +101,16 @@ _LARGE = 16384
 
 
 def _bulk(value: bytes | str | int) -> bytes:
-    if isinstance(value, str):
-        value = value.encode()
-    elif isinstance(value, int):
-        value = b"%d" % value
-    return b"$%d\r\n%b\r\n" % (len(value), value)
+    if isinstance(value, (str, int)):
+        return _bulk_name(value)
+    return b"$%d\r\n%b\r\n" % (len(value), value)  # a payload: never cached
+
+
+@functools.lru_cache(maxsize=1024)
+def _bulk_name(value: str | int) -> bytes:
+    """A key, identifier, mode or number, encoded once: the same few recur on every call."""
+    data = value.encode() if isinstance(value, str) else b"%d" % value
+    return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 class PackedScript:
