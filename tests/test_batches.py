@@ -238,3 +238,12 @@ def test_an_undeserializable_item_of_a_batch_is_dead_lettered_and_the_rest_retur
     s = q.statistics()
     assert (s.produced_messages, s.consumed_messages, s.size) == (3, 3, 0)
     assert_invariants(r, q)
+
+
+def test_large_items_travel_as_chunks_of_their_own_and_arrive_whole(make_queue: Any) -> None:
+    q = make_queue("large", serializer="bytes")
+    items = [b"s", bytes(range(256)) * 100, b"", b"m" * 16383, b"L" * 16384, b"x" * 1_000_000, b"t"]
+    q.put_many(items)
+    assert q.get_many(100) == items
+    s = q.statistics()
+    assert s.produced_bytes == s.consumed_bytes == sum(map(len, items))
