@@ -247,3 +247,19 @@ def test_large_items_travel_as_chunks_of_their_own_and_arrive_whole(make_queue: 
     assert q.get_many(100) == items
     s = q.statistics()
     assert s.produced_bytes == s.consumed_bytes == sum(map(len, items))
+
+
+@pytest.mark.parametrize("how", ["delete", "spec delete then create"])
+def test_a_held_batch_goes_with_the_queue(make_queue: Any, r: redis.Redis, how: str) -> None:
+    q = make_queue("gone", serializer="bytes")
+    q.put_many([b"a", b"b"])
+    assert q.get_many(1) == [b"a"]
+    held = q.keys.held(q._consumer_id())
+    assert r.exists(held)
+    if how == "delete":
+        q.delete()
+        assert r.keys(f"{q.prefix}:*") == []
+    else:
+        r.delete(*q.keys.protocol_keys())  # a plain spec client's Delete: it cannot know ours
+        make_queue("gone")  # creating the name again removes what the old queue left
+        assert not r.exists(held)
