@@ -38,7 +38,7 @@
 -- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
 -- KEYS[16] - this client's held batch (:pressure:held:<id>)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
---           token ('<client id>#<token>'); it names the inbox and in-flight list
+--           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
 --           'many': the same for up to ARGV[7] entries, returned as an array
 --           'batch': up to ARGV[7] items, as 'many' in reliable mode; in the
