@@ -98,12 +98,21 @@ def _script_sha(name: str) -> str:
     return hashlib.sha1(_script_source(name).encode()).hexdigest()
 
 
+#: An argument at least this long is sent as it is, not copied into the command's buffer.
+_LARGE = 16384
+
+
 def _bulk(value: bytes | str | int) -> bytes:
-    if isinstance(value, str):
-        value = value.encode()
-    elif isinstance(value, int):
-        value = b"%d" % value
-    return b"$%d\r\n%b\r\n" % (len(value), value)
+    if isinstance(value, (str, int)):
+        return _bulk_name(value)
+    return b"$%d\r\n%b\r\n" % (len(value), value)  # a payload: never cached
+
+
+@functools.lru_cache(maxsize=1024)
+def _bulk_name(value: str | int) -> bytes:
+    """A key, identifier, mode or number, encoded once: the same few recur on every call."""
+    data = value.encode() if isinstance(value, str) else b"%d" % value
+    return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 class PackedScript:
@@ -128,11 +137,23 @@ class PackedScript:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         return self._head + b"".join(map(_bulk, tail))
 
-    def pack_more(self, tail: Sequence[bytes | str | int]) -> bytes:
-        """The whole command with the usual arguments and then more (put_many's items)."""
-        if len(tail) < self._tail_len:
-            raise TypeError(f"script {self.name} takes at least {self._tail_len} more arguments")
-        return b"*%d\r\n" % (self._count + len(tail)) + self._parts + b"".join(map(_bulk, tail))
+    def pack_items(self, tail: Sequence[bytes | str | int], items: Sequence[bytes]) -> list[bytes]:
+        """The whole command with the usual arguments and then ``items`` (put_many's), as
+        chunks to send one after the other: small items are joined, a large one is a chunk
+        of its own, never copied."""
+        if len(tail) != self._tail_len:
+            raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
+        chunks: list[bytes] = []
+        small = [b"*%d\r\n" % (self._count + len(tail) + len(items)), self._parts, *map(_bulk, tail)]
+        for item in items:
+            if len(item) < _LARGE:
+                small.append(b"$%d\r\n%b\r\n" % (len(item), item))
+            else:
+                small.append(b"$%d\r\n" % len(item))
+                chunks += (b"".join(small), item)
+                small = [b"\r\n"]
+        chunks.append(b"".join(small))
+        return chunks
 
 
 def _closed_by_peer(conn: redis.connection.AbstractConnection) -> bool:
@@ -345,11 +366,11 @@ class Backend:
             self.raise_error(exc, what, mutating)
 
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
-               mutating: bool = True, more: bool = False) -> Any:
+               mutating: bool = True, items: Sequence[bytes] = ()) -> Any:
         """Run a packed script on this thread's connection (one round trip), loading it on
-        NOSCRIPT. ``more``: ``tail`` may hold more arguments than usual (PackedScript.pack_more)."""
+        NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items)."""
         conn = self.thread_connection()
-        data = [command.pack_more(tail) if more else command.pack(tail)]
+        data = command.pack_items(tail, items) if items else [command.pack(tail)]
         what = f"script {command.name}"
         self._send(conn, data, what)
         try:

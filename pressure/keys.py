@@ -61,6 +61,7 @@ class QueueKeys:
     logs: str
     inbox_prefix: str
     inflight_prefix: str
+    held_prefix: str
 
     @classmethod
     def build(cls, prefix: str, name: str, kind: str = "fifo") -> QueueKeys:
@@ -95,6 +96,7 @@ class QueueKeys:
             logs=f"{ext}:logs",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
+            held_prefix=f"{ext}:held:",
         )
 
     def protocol_keys(self) -> tuple[str, ...]:
@@ -115,7 +117,8 @@ class QueueKeys:
         )
 
     def extension_keys(self) -> tuple[str, ...]:
-        """pressure's own fixed keys for this queue (not the per-consumer inbox and in-flight lists)."""
+        """pressure's own fixed keys for this queue (not the per-consumer inbox, in-flight and held
+        lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
                 self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs)
 
@@ -126,6 +129,10 @@ class QueueKeys:
     def inflight(self, client_id: str) -> str:
         """The list of a consumer's deliveries not yet acknowledged."""
         return self.inflight_prefix + client_id
+
+    def held(self, client_id: str) -> str:
+        """The list holding a default-mode consumer's last batch (get_many) until its next get."""
+        return self.held_prefix + client_id
 
     def all_keys(self) -> tuple[str, ...]:
         return self.protocol_keys() + self.extension_keys()

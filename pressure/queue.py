@@ -175,6 +175,19 @@ def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
     return seq.decode(), int(deliveries), int(ms), payload
 
 
+def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
+    """Split a batch header 'h:<first seq>:<ms>:<deliveries>' (get.lua 'batch'): the first
+    delivery number, the delivery time, and each item's delivery count (None: all first)."""
+    _, first, ms, counts = header.split(b":", 3)
+    return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
+
+
+def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
+    """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
+    first, ms, counts = _batch_header(header)
+    return [(str(first + i), counts[i] if counts else 1, ms, item) for i, item in enumerate(items)]
+
+
 @dataclass(eq=False)
 class Delivery(Generic[T]):
     """One delivery of an item: acknowledge it, or release it for redelivery.
@@ -410,6 +423,9 @@ class Queue(Generic[T]):
         self._prefix = prefix
         self._serializer_spec = serializer
         self._serializer = serializers.resolve(serializer)
+        self._bytes = isinstance(self._serializer, serializers.BytesSerializer)
+        # bytes on a FIFO queue: a stored item is the item itself (get_many skips the serializer)
+        self._plain = self._bytes and type(self)._unwrap is Queue._unwrap
         self._client_id = client_id
         self._backend = backend
         self._pending_cancel: list[str] = []
@@ -429,8 +445,8 @@ class Queue(Generic[T]):
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         # the hot paths send pre-encoded commands: see PackedScript
         self._put_command = PackedScript("put" + self._variant, self._put_keys, 0, 6)
-        self._get_command = PackedScript("get" + self._variant, self._get_keys, 2, 6)
-        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 2, 7)
+        self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
+        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
         self._ack_command = PackedScript("ack" + self._variant, self._task_keys, 1, 2)
 
     def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
@@ -517,7 +533,8 @@ class Queue(Generic[T]):
                 "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
                            k.consumers, *(key for key in k.extension_keys()
                                           if key not in (k.kind, k.consumers))),
-                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix, k.logs),
+                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
+                 k.held_prefix, k.logs),
             )
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -555,7 +572,7 @@ class Queue(Generic[T]):
                 self._run("forget", (k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
                                      *(key for key in k.extension_keys()
                                        if key not in (k.waiter, k.consumers))),
-                          (k.inbox_prefix, k.inflight_prefix, k.logs))
+                          (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs))
             except PressureError:
                 pass
         return QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -595,7 +612,8 @@ class Queue(Generic[T]):
         result = backend.script(self._put_command, args)
         if result >= 0:
             return
-        self._put_pending([(payload, self._order_key(item))], negative, block, wait, result)
+        self._put_pending([payload], None if self._KIND == "fifo" else [self._order_key(item)],
+                          negative, block, wait, result)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
@@ -609,25 +627,41 @@ class Queue(Generic[T]):
         (the first ones) went in. Other producers' items may come between the batch's
         round trips, never inside one.
         """
-        pending = [(serializers.dumps(self._serializer, item), self._order_key(item)) for item in items]
-        if not pending:
+        items = items if isinstance(items, (list, tuple)) else list(items)
+        payloads = self._dumps_all(items)
+        orders = None if self._KIND == "fifo" else [self._order_key(item) for item in items]
+        if not payloads:
             return
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         if self._pending_cancel:
             self._retry_cancels()
-        total = len(pending)
+        total = len(payloads)
         try:
-            self._put_pending(pending, negative, block, wait, None)
+            self._put_pending(payloads, orders, negative, block, wait, None)
         except (Full, ShutDown) as exc:
-            exc.items_put = total - len(pending)
+            exc.items_put = total - len(payloads)
             raise
 
-    def _put_pending(self, pending: list[tuple[bytes, bytes]], negative: bool, block: bool,
-                     wait: float | None, result: Any) -> None:
-        """Put ``pending`` (payload, order key) pairs, removing each from the list as it goes
-        in: up to _BATCH per round trip, waiting for room or for the producer role as
-        ``block``/``wait`` allow. ``result`` is put.lua's answer to a first try, if made."""
+    def _dumps_all(self, items: list[T] | tuple[T, ...]) -> list[bytes]:
+        """Every item serialized, in a new list; SerializationError for the first that cannot be."""
+        if self._bytes and all(type(item) is bytes for item in items):
+            return list(items)  # type: ignore[arg-type]  # bytes travel untouched
+        dumps = self._serializer.dumps
+        try:
+            payloads = [dumps(item) for item in items]
+            if all(type(payload) is bytes for payload in payloads):
+                return payloads
+        except Exception:  # noqa: BLE001 - the slow path below raises it as SerializationError
+            pass
+        return [serializers.dumps(self._serializer, item) for item in items]
+
+    def _put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
+                     block: bool, wait: float | None, result: Any) -> None:
+        """Put ``payloads`` with their order keys ``orders`` (None on a FIFO queue, which has
+        none), removing each from the lists as it goes in: up to _BATCH per round trip,
+        waiting for room or for the producer role as ``block``/``wait`` allow. ``result``
+        is put.lua's answer to a first try, if made."""
         backend = self._backend
         took = "0"
         deadline = busy_deadline = math.inf
@@ -641,18 +675,21 @@ class Queue(Generic[T]):
         client = None
         while True:
             if result is None:
-                batch = pending[:_BATCH]
-                args: list[bytes | str] = [self.client_id, batch[0][0], "1" if negative else "0", took,
-                                           self._keys.inbox_prefix, batch[0][1]]
-                for payload, order in batch[1:]:
-                    args += (payload, order)
-                result = backend.script(self._put_command, args, more=len(batch) > 1)
+                count = min(len(payloads), _BATCH)
+                args: list[bytes | str] = [self.client_id, payloads[0], "1" if negative else "0", took,
+                                           self._keys.inbox_prefix, orders[0] if orders else b""]
+                # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
+                more = payloads[1:count] if orders is None else [
+                    arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
+                result = backend.script(self._put_command, args, items=more)
             if isinstance(result, list):
                 result, went = result
             else:
                 went = 1 if result >= 0 else 0
-            del pending[:went]
-            if not pending:
+            del payloads[:went]
+            if orders is not None:
+                del orders[:went]
+            if not payloads:
                 return
             if went:
                 result, took = None, "0"
@@ -734,14 +771,20 @@ class Queue(Generic[T]):
             wait = _timeout_value(timeout)
             if wait is not None and wait < 0:
                 raise ValueError(_TIMEOUT_MESSAGE)
-        got = self._receive_more(max_items)
-        if not got:
-            got = [self.receive(block, timeout)]
-            if self._reliable:
+        if self._reliable:
+            got = self._receive_more(max_items)
+            if not got:
+                got = [self.receive(block, timeout)]
                 self._unacked.append(got[0])
+                if max_items > 1:
+                    got += self._receive_more(max_items - 1)
+            return [delivery.item for delivery in got]
+        items = self._take_batch(max_items)
+        if not items:
+            items = [self.receive(block, timeout).item]
             if max_items > 1:
-                got += self._receive_more(max_items - 1)
-        return [delivery.item for delivery in got]
+                items += self._take_batch(max_items - 1)
+        return items
 
     def get_nowait(self) -> T:
         """Remove and return an item from the queue without blocking.
@@ -777,8 +820,7 @@ class Queue(Generic[T]):
             item = serializers.loads(self._serializer, self._unwrap(payload))
         except DeserializationError:
             # it will never load with this serializer: to the dead-letter list, not lost
-            self._run("requeue", self._requeue_keys, (
-                "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq))
+            self._dead_letter(cid, seq)
             raise
         return Delivery(item, seq, deliveries, ms / 1000, cid, self)
 
@@ -791,7 +833,7 @@ class Queue(Generic[T]):
         cid = self._consumer_id()
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
-        tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "many", "0",
+        tail = (self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid), cid, "many", "0",
                 self._consumer_record(), self._lease_ms, self.client_id, n)
         try:
             result = self._backend.script(self._get_many_command, tail)
@@ -803,8 +845,13 @@ class Queue(Generic[T]):
                 return []
             self._raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
+        return self._deliveries(cid, result)
+
+    def _deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
+        """The Deliveries of entries this consumer received (get.lua 'many'); an item that
+        cannot be deserialized is dead-lettered and left out."""
         deliveries = []
-        for entry in result:
+        for entry in entries:
             try:
                 deliveries.append(self._delivery(cid, entry))
             except DeserializationError as exc:  # dead-lettered; the others are still ours
@@ -813,6 +860,57 @@ class Queue(Generic[T]):
         if self._reliable:
             self._unacked.extend(deliveries)
         return deliveries
+
+    def _take_batch(self, n: int) -> list[T]:
+        """Up to ``n`` items (at most 1000) that are queued now, in one round trip, for get_many
+        in the default mode (get.lua 'batch'): the items come as they are stored, with one
+        header, and no Delivery is made. [] if there are none (or another consumer holds the
+        role). Never waits."""
+        if self._pending_cancel:
+            self._retry_cancels()
+        cid = self._consumer_id()
+        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+            self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
+        k = self._keys
+        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, "batch", "0", self._consumer_record(),
+                self._lease_ms, self.client_id, n)
+        try:
+            result = self._backend.script(self._get_many_command, tail)
+        except BackendError:
+            self._pending_cancel.append(cid)  # a lost reply: the batch waits in our held list
+            raise
+        if not isinstance(result, list):
+            if result in (_EMPTY, _BUSY):
+                return []
+            self._raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        header = result.pop()
+        if not header.startswith(b"h:"):  # an entry delivered earlier, from our inbox
+            return [d.item for d in self._deliveries(cid, [*result, header])]
+        # received: from now on a cancel leaves the batch alone (our next get drops it)
+        self._last_received[cid] = ["h" + header.split(b":", 2)[1].decode()]
+        if self._plain:
+            return result  # bytes: the stored items are the items
+        loads, unwrap = self._serializer.loads, self._unwrap
+        try:
+            return [loads(unwrap(item)) for item in result]
+        except Exception:
+            return self._load_each(cid, header, result)
+
+    def _load_each(self, cid: str, header: bytes, stored: list[bytes]) -> list[T]:
+        """Deserialize a batch's items one by one: one that cannot be is dead-lettered (as
+        ``_delivery`` does) and left out; the others are returned."""
+        first, _, _ = _batch_header(header)
+        # releasing an item turns the held batch into in-flight entries: all received
+        self._last_received[cid] = ["h%d" % first, *(str(first + i) for i in range(len(stored)))]
+        items = []
+        for i, item in enumerate(stored):
+            try:
+                items.append(serializers.loads(self._serializer, self._unwrap(item)))
+            except DeserializationError as exc:
+                self._dead_letter(cid, str(first + i))
+                logger.error("queue %r: %s (moved to the dead-letter list)", self._name, exc)
+        return items
 
     def _consumer_id(self) -> str:
         """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
@@ -836,17 +934,17 @@ class Queue(Generic[T]):
         now = time.monotonic()
         deadline = math.inf if wait is None else now + max(wait, 0.0)
         busy_deadline = max(deadline, now + self._backend.slice)
-        inbox, inflight = self._keys.inbox(cid), self._keys.inflight(cid)
+        inbox, inflight, held = self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid)
         backend = self._backend
         command = self._get_command
         record = self._consumer_record()
-        tail = [inbox, inflight, cid, "block", "1" if wait is not None and wait < 0 else "0",
+        tail = [inbox, inflight, held, cid, "block", "1" if wait is not None and wait < 0 else "0",
                 record, self._lease_ms, self.client_id]
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
         try:
             status, reply = backend.script_then_blmove(
                 command, tail, inbox, inflight, _wait_time(self._slice(), deadline))
-            tail[4] = "0"
+            tail[5] = "0"
             while True:
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
                     maybe_waiting = False  # a delivery ends the wait (put.lua unregistered us)
@@ -863,7 +961,7 @@ class Queue(Generic[T]):
                 else:
                     maybe_waiting = False
                     if status == _NO_QUEUE:  # deleted: our own lists are all that is left
-                        backend.call("DEL", backend.client().delete, inbox, inflight, mutating=True)
+                        backend.call("DEL", backend.client().delete, inbox, inflight, held, mutating=True)
                     self._raise_for(status)
                     if status == _BUSY:
                         now = time.monotonic()
@@ -884,7 +982,7 @@ class Queue(Generic[T]):
             raise
 
     def _get_nowait(self, cid: str) -> bytes:
-        tail = (self._keys.inbox(cid), self._keys.inflight(cid), cid, "nowait", "0",
+        tail = (self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid), cid, "nowait", "0",
                 self._consumer_record(), self._lease_ms, self.client_id)
         backend = self._backend
         busy_deadline = time.monotonic() + backend.slice
@@ -915,7 +1013,7 @@ class Queue(Generic[T]):
             received = [d.id for d in self._unacked if d.consumer == cid]
         else:
             received = self._last_received.get(cid, [])
-        keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid))
+        keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid))
         client_id = cid.rpartition("#")[0]
         return self._run("get", keys, (cid, "cancel", "0", self._consumer_record(),
                                                self._lease_ms, client_id, *received))
@@ -960,7 +1058,7 @@ class Queue(Generic[T]):
     def _release(self, delivery: Delivery[T]) -> bool:
         requeued, dead = self._run("requeue", self._requeue_keys, (
             "release", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            delivery.consumer, delivery.id))
+            delivery.consumer, delivery.id, "", self._keys.held_prefix))
         self._forget(delivery)
         return bool(requeued or dead)
 
@@ -974,16 +1072,21 @@ class Queue(Generic[T]):
             return int(held)
         requeued, dead = self._run("requeue", self._requeue_keys, (
             "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            cid, self._consumer_record()))
+            cid, self._consumer_record(), "", self._keys.held_prefix))
         return max(0, int(requeued)) + int(dead)
+
+    def _dead_letter(self, cid: str, seq: str) -> bool:
+        """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item
+        its reader cannot use): a release that counts as the last delivery allowed."""
+        _, dead = self._run("requeue", self._requeue_keys, (
+            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq, "",
+            self._keys.held_prefix))
+        return bool(dead)
 
     def _bury(self, delivery: Delivery[T]) -> bool:
         """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
-        requeued, dead = self._run("requeue", self._requeue_keys, (
-            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1",
-            delivery.consumer, delivery.id))
         self._forget(delivery)
-        return bool(dead)
+        return self._dead_letter(delivery.consumer, delivery.id)
 
     def _touch_all(self, cid: str) -> int:
         """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""
@@ -1001,7 +1104,7 @@ class Queue(Generic[T]):
         self._last_sweep = time.monotonic()
         result = self._run("requeue", self._requeue_keys, (
             "sweep", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            "", "", int(_SWEEP_INTERVAL * 1000)))
+            "", "", int(_SWEEP_INTERVAL * 1000), self._keys.held_prefix))
         if result[0] > 0 or result[1] > 0:
             logger.warning("queue %r: requeued %d expired deliveries, dead-lettered %d",
                            self._name, result[0], result[1])
@@ -1018,7 +1121,7 @@ class Queue(Generic[T]):
             return False
         requeued, dead = self._run("requeue", self._requeue_keys, (
             "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            consumer, record))
+            consumer, record, "", self._keys.held_prefix))
         if requeued >= 0:
             logger.warning("queue %r: consumer %s (%s) is dead: its role and %d deliveries taken "
                            "back (%d dead-lettered)", self._name, consumer, record, requeued, dead)
@@ -1108,15 +1211,17 @@ class Queue(Generic[T]):
             name = consumer.decode(errors="replace")
             pipe.lrange(k.inflight(name), 0, -1)
             pipe.lrange(k.inbox(name), 0, -1)
+            pipe.lrange(k.held(name), 0, -1)
         replies = self._backend.call("in_flight", pipe.execute)
         now_s, now_us = replies[0]
         now = now_s + now_us / 1e6
         out: list[InFlight] = []
         for i, consumer in enumerate(consumers):
-            for entry in replies[1 + 2 * i] + replies[2 + 2 * i]:
-                if entry.startswith(b"s:"):
-                    continue
-                seq, deliveries, ms, payload = _parse_entry(entry)
+            inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
+            entries = [_parse_entry(e) for e in inflight + inbox if not e.startswith(b"s:")]
+            if held:
+                entries += _held_entries(held[0], held[:0:-1])
+            for seq, deliveries, ms, payload in entries:
                 out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
                                     max(now - ms / 1000, 0.0), self._unwrap(payload)))
         return out
@@ -1351,7 +1456,8 @@ class Queue(Generic[T]):
         first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter, k.lease,
                  k.consumers)
         keys = (*first, *(key for key in k.all_keys() if key not in first))
-        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix, k.logs))
+        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix, k.held_prefix,
+                                            k.logs))
         if self._exit_delete is not None:
             self._exit_delete.cancel()
             self._exit_delete = None
@@ -1368,7 +1474,8 @@ class Queue(Generic[T]):
             else:
                 self._recover_waiter()
                 self._wait_token(k.consumer_free, self._backend.slice)
-            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix, k.logs))
+            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix,
+                                                k.held_prefix, k.logs))
 
     # -- iteration and resources ----------------------------------------------------
 

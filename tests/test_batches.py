@@ -3,7 +3,9 @@ and tokens exactly as for single items, and spec clients still seeing a consiste
 
 from __future__ import annotations
 
+import pickle
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -148,3 +150,116 @@ def test_a_waiting_consumer_gets_the_first_item_of_a_batch_at_once(make_queue: A
     producer = make_queue("handoff")
     got = blocks(lambda: q.get(timeout=10), lambda: producer.put_many(["x", "y"]))
     assert got == "x" and q.get_nowait() == "y"
+
+
+# -- the default mode's held batch (get.lua 'batch') ------------------------------------
+
+def _drop_next_reply(monkeypatch: pytest.MonkeyPatch, q: Any) -> None:
+    """The next reply on the handle's connection is lost: the server ran the command, then
+    the connection drops before the client reads the answer."""
+    conn = q._backend.thread_connection()
+    real_read = conn.read_response
+
+    def drop(*args: Any, **kwargs: Any) -> Any:
+        real_read(*args, **kwargs)
+        monkeypatch.setattr(conn, "read_response", real_read)
+        conn.disconnect()
+        raise redis.ConnectionError("connection dropped (injected)")
+
+    monkeypatch.setattr(conn, "read_response", drop)
+
+
+@pytest.mark.parametrize("serializer", ["bytes", "pickle"])
+def test_a_reply_lost_mid_get_many_loses_nothing(make_queue: Any, r: redis.Redis,
+                                                 monkeypatch: pytest.MonkeyPatch, serializer: str) -> None:
+    """Default mode: the batch a lost reply carried is held in Redis and the next get returns
+    it, in order, once: nothing lost, nothing twice, the counters as if it came at once."""
+    q = make_queue("lost-batch", serializer=serializer)
+    items = [b"item-%d" % i for i in range(50)]
+    q.put_many(items)
+    _drop_next_reply(monkeypatch, q)
+    with pytest.raises(pressure.BackendError):
+        q.get_many(20)
+    assert r.llen(q.keys.base) == 30  # the 20 left the queue: they are held for this consumer
+    assert r.llen(q.keys.held(q._consumer_id())) == 21  # as they are, under one header
+    assert q.get_many(100) == items[:20]  # taken back first: the inbox entries the cancel made
+    assert q.get_many(100) == items[20:]
+    with pytest.raises(pressure.Empty):
+        q.get_many(100, block=False)
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages) == (50, 50)
+    assert s.consumed_bytes == s.produced_bytes and s.size == 0
+    assert_invariants(r, q)
+
+
+def test_a_received_batch_is_dropped_by_the_next_get_and_never_taken_back(make_queue: Any,
+                                                                          r: redis.Redis) -> None:
+    q = make_queue("received", serializer="bytes")
+    q.put_many([b"a", b"b", b"c"])
+    assert q.get_many(10) == [b"a", b"b", b"c"]
+    held = q.keys.held(q._consumer_id())
+    assert [f.payload for f in q.in_flight()] == [b"a", b"b", b"c"]  # until the next get
+    q._pending_cancel.append(q._consumer_id())  # as after a failed call: the cancel runs first
+    with pytest.raises(pressure.Empty):
+        q.get_many(10, block=False)  # the cancel left the received batch alone; this get dropped it
+    assert not r.exists(held) and q.in_flight() == []
+    q.put(b"d")
+    assert q.get_many(10) == [b"d"]
+    with pytest.raises(pressure.Empty):
+        q.get(timeout=0.2)  # a blocking get that times out cancels its wait: nothing comes back
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages, s.size) == (4, 4, 0)
+    assert_invariants(r, q)
+
+
+def test_a_held_batch_past_the_lease_is_dropped_by_the_sweep(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("swept", lease=1.0)
+    other = make_queue("swept")
+    q.put_many([1, 2])
+    assert q.get_many(2) == [1, 2]
+    held = q.keys.held(q._consumer_id())
+    assert r.exists(held)
+    time.sleep(1.2)
+    other._sweep()
+    assert not r.exists(held) and q._consumer_id().encode() not in r.hkeys(q.keys.consumers)
+    assert q.statistics().consumed_messages == 2 and q.qsize() == 0  # received: not requeued
+
+
+def test_an_undeserializable_item_of_a_batch_is_dead_lettered_and_the_rest_returned(
+        make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("poison")
+    raw = make_queue("poison", serializer="bytes")
+    raw.put_many([pickle.dumps(1), b"not a pickle", pickle.dumps(3)])
+    assert q.get_many(10) == [1, 3]
+    [dead] = q.dead_letters()
+    assert dead.payload == b"not a pickle"
+    with pytest.raises(pressure.Empty):
+        q.get_many(10, block=False)  # the others were received: nothing comes back
+    s = q.statistics()
+    assert (s.produced_messages, s.consumed_messages, s.size) == (3, 3, 0)
+    assert_invariants(r, q)
+
+
+def test_large_items_travel_as_chunks_of_their_own_and_arrive_whole(make_queue: Any) -> None:
+    q = make_queue("large", serializer="bytes")
+    items = [b"s", bytes(range(256)) * 100, b"", b"m" * 16383, b"L" * 16384, b"x" * 1_000_000, b"t"]
+    q.put_many(items)
+    assert q.get_many(100) == items
+    s = q.statistics()
+    assert s.produced_bytes == s.consumed_bytes == sum(map(len, items))
+
+
+@pytest.mark.parametrize("how", ["delete", "spec delete then create"])
+def test_a_held_batch_goes_with_the_queue(make_queue: Any, r: redis.Redis, how: str) -> None:
+    q = make_queue("gone", serializer="bytes")
+    q.put_many([b"a", b"b"])
+    assert q.get_many(1) == [b"a"]
+    held = q.keys.held(q._consumer_id())
+    assert r.exists(held)
+    if how == "delete":
+        q.delete()
+        assert r.keys(f"{q.prefix}:*") == []
+    else:
+        r.delete(*q.keys.protocol_keys())  # a plain spec client's Delete: it cannot know ours
+        make_queue("gone")  # creating the name again removes what the old queue left
+        assert not r.exists(held)

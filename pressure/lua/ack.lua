@@ -6,8 +6,8 @@
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
 -- KEYS[5] - the consumer's in-flight list (:pressure:inflight:<id>)
--- ARGV[1] - delivery number ('s' removes one wake-up entry; '*' acknowledges
---           everything the consumer holds, in one step: never with task_done)
+-- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none; '*'
+--           acknowledges everything the consumer holds, in one step: never with task_done)
 -- ARGV[2] - '1' to also mark a task done
 -- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
 -- called too many times) or -4 (no queue) or 0 without task_done}
@@ -18,11 +18,13 @@ if ARGV[1] == '*' then
 end
 local acked = 0
 local prefix = ARGV[1] .. ':'
-for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
-  if string.sub(entry, 1, #prefix) == prefix then
-    redis.call('LREM', KEYS[5], 1, entry)
-    acked = 1
-    break
+if ARGV[1] ~= '-' then  -- '-' (a default-mode task_done) names no delivery
+  for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+    if string.sub(entry, 1, #prefix) == prefix then
+      redis.call('LREM', KEYS[5], 1, entry)
+      acked = 1
+      break
+    end
   end
 end
 if ARGV[2] ~= '1' then return {acked, 0} end

@@ -13,7 +13,8 @@
 -- ARGV[2] - the kind of queue: 'fifo', 'lifo' or 'priority'
 -- ARGV[3] - inbox key prefix (:pressure:inbox:)
 -- ARGV[4] - in-flight key prefix (:pressure:inflight:)
--- ARGV[5] - :pressure:logs (the set naming the logs kept beside the queue)
+-- ARGV[5] - held-batch key prefix (:pressure:held:)
+-- ARGV[6] - :pressure:logs (the set naming the logs kept beside the queue)
 -- return {1, bound} if created, {0, bound} if it already existed,
 --        {-1, ''} if :bound is missing but other keys remain (a Delete is
 --        running or was interrupted), so creating now would break the queue,
@@ -29,7 +30,7 @@ if not queue_gone(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) then
 end
 local others = {KEYS[6]}
 for i = 8, #KEYS do table.insert(others, KEYS[i]) end
-forget_queue(KEYS[7], ARGV[3], ARGV[4], ARGV[5], others)
+forget_queue(KEYS[7], ARGV[3], ARGV[4], ARGV[5], ARGV[6], others)
 redis.call('DEL', KEYS[7])
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('LPUSH', KEYS[2], 1)

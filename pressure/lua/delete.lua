@@ -8,12 +8,13 @@
 -- KEYS[5] - :consumer_free
 -- KEYS[6] - :pressure:waiter
 -- KEYS[7] - :pressure:lease
--- KEYS[8] - :pressure:consumers (their inbox and in-flight lists go too)
+-- KEYS[8] - :pressure:consumers (their inbox, in-flight and held lists go too)
 -- KEYS[9..] - every other key of the queue, deleted at the end
 -- ARGV[1] - 'begin' or 'finish'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:), to wake the waiting consumer
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
--- ARGV[4] - :pressure:logs (the set naming the logs kept beside the queue: they go too)
+-- ARGV[4] - held-batch key prefix (:pressure:held:)
+-- ARGV[5] - :pressure:logs (the set naming the logs kept beside the queue: they go too)
 -- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
 --        -10 waiting for the producer token, -11 waiting for the consumer token
 if ARGV[1] == 'begin' then
@@ -30,8 +31,8 @@ end
 if redis.call('LLEN', KEYS[4]) == 0 then return -10 end
 if redis.call('LLEN', KEYS[5]) == 0 then return -11 end
 for _, id in ipairs(redis.call('HKEYS', KEYS[8])) do
-  redis.call('DEL', ARGV[2] .. id, ARGV[3] .. id)
+  redis.call('DEL', ARGV[2] .. id, ARGV[3] .. id, ARGV[4] .. id)
 end
-forget_logs(ARGV[4])
+forget_logs(ARGV[5])
 redis.call('DEL', unpack(KEYS))
 return 1

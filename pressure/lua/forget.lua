@@ -8,14 +8,15 @@
 -- KEYS[2] - :producer_free
 -- KEYS[3] - :consumer_free
 -- KEYS[4] - :pressure:waiter
--- KEYS[5] - :pressure:consumers (whose inbox and in-flight lists go too)
+-- KEYS[5] - :pressure:consumers (whose inbox, in-flight and held lists go too)
 -- KEYS[6..] - pressure's other fixed keys of the queue
 -- ARGV[1] - inbox key prefix (:pressure:inbox:)
 -- ARGV[2] - in-flight key prefix (:pressure:inflight:)
--- ARGV[3] - :pressure:logs (the set naming the logs kept beside the queue)
+-- ARGV[3] - held-batch key prefix (:pressure:held:)
+-- ARGV[4] - :pressure:logs (the set naming the logs kept beside the queue)
 -- return how many keys were deleted, or -1 if the queue is not gone
 if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 then return -1 end
 local others = {}
 for i = 6, #KEYS do table.insert(others, KEYS[i]) end
-local deleted = forget_queue(KEYS[5], ARGV[1], ARGV[2], ARGV[3], others)
+local deleted = forget_queue(KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], others)
 return deleted + redis.call('DEL', KEYS[5])

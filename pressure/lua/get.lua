@@ -11,6 +11,15 @@
 -- default mode (consumer record ending in '|d') a consumer's next get drops
 -- what its in-flight list holds: the client takes back, before that, any
 -- entry it never received (mode 'cancel').
+-- Mode 'batch' (default mode only: get_many) keeps no entry per item: the
+-- items go to the client as they are, with one header, and stay in Redis as
+-- they are in the consumer's held list <held> (the header at its head, then
+-- the items, newest first) until its next get drops them, or 'cancel' turns
+-- them into inbox entries if the client never received them. The header is
+-- 'h:<first seq>:<ms>:<deliveries>', the items numbered from <first seq> on,
+-- <deliveries> empty when every item is delivered for the first time, else
+-- each item's count, comma-separated; the batch counts as received under the
+-- delivery number 'h<first seq>'.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
 -- KEYS[3]  - :consumer_free
@@ -27,30 +36,40 @@
 -- KEYS[13] - :pressure:delivery_seq
 -- KEYS[14] - this client's inbox (:pressure:inbox:<id>)
 -- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
+-- KEYS[16] - this client's held batch (:pressure:held:<id>)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
---           token ('<client id>#<token>'); it names the inbox and in-flight list
+--           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
 --           'many': the same for up to ARGV[7] entries, returned as an array
+--           'batch': up to ARGV[7] items, as 'many' in reliable mode; in the
+--                    default mode held as they are in <held>, returned as they
+--                    are and then the header (see above)
 --           'block': deliver to the inbox, or register as the waiter
---           'cancel': stop waiting; entries in <inflight> not named in
---                     ARGV[6..] (never received) go back to the inbox
+--           'cancel': stop waiting; entries in <inflight> and a batch in
+--                     <held> not named in ARGV[7..] (never received) go back to
+--                     the inbox
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
 -- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged;
---             ('many') how many entries at most
+--             ('many', 'batch') how many items at most
 -- return
 --   'nowait': the entry, or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
---   'many':   an array of 1 or more entries, or the same negative codes
+--   'many':   an array of 1 or more entries (those waiting in the inbox, if any, else
+--             items from the queue), or the same negative codes
+--   'batch':  the same as 'many' in reliable mode, and for entries waiting in the inbox;
+--             else an array of 1 or more items followed by the header
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout)
 local me = ARGV[1]
 local mode = ARGV[2]
-local nowait = mode == 'nowait' or mode == 'many'
-local inbox, inflight = KEYS[14], KEYS[15]
+local default_mode = string.sub(ARGV[4], -2) == '|d'
+if mode == 'batch' and not default_mode then mode = 'many' end
+local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
+local inbox, inflight, held = KEYS[14], KEYS[15], KEYS[16]
 -- only a client holding the role can be the registered waiter
 local role_free = redis.call('LLEN', KEYS[3]) > 0
 local registered = not role_free and redis.call('GET', KEYS[9]) == me
@@ -93,20 +112,42 @@ if mode == 'cancel' then
       if seq ~= 's' then redis.call('RPUSH', inbox, entry) end
     end
   end
+  local header = redis.call('LINDEX', held, 0)
+  if header then
+    local first, ms, counts = string.match(header, '^h:([^:]*):([^:]*):(.*)$')
+    if first and not received['h' .. first] then
+      local deliveries = {}
+      for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
+      local items = redis.call('LRANGE', held, 1, -1)  -- newest first: the oldest ends up next out
+      for j, item in ipairs(items) do
+        local i = #items - j + 1
+        redis.call('RPUSH', inbox, (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. item)
+      end
+      redis.call('DEL', held)
+    end
+  end
   redis.call('LREM', inbox, 0, 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
   return -5
 end
-if string.sub(ARGV[4], -2) == '|d' then
-  redis.call('DEL', inflight)  -- received: acknowledged by this next get
+if default_mode then
+  redis.call('DEL', inflight, held)  -- received: acknowledged by this next get
 else
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
--- an entry delivered to us earlier (e.g. before a reply was lost) comes first
+-- entries delivered to us earlier (e.g. before a reply was lost) come first
 if nowait then
   local entry = take_from_inbox()
-  if entry and mode == 'many' then return {entry} end
-  if entry then return entry end
+  if entry and mode == 'nowait' then return entry end
+  if entry then
+    local entries = {entry}
+    for _ = 2, math.min(tonumber(ARGV[7]) or 1, 1000) do
+      entry = take_from_inbox()
+      if not entry then break end
+      entries[#entries + 1] = entry
+    end
+    return entries
+  end
 elseif redis.call('LLEN', inbox) > 0 then
   return 1
 end
@@ -141,13 +182,34 @@ if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]
 if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
-  if mode == 'many' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
+  if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
   local redelivered = redis.call('EXISTS', KEYS[12]) == 1
   local items
   if want == 1 then items = {items_pop(KEYS[1])} else items = items_pop_all(KEYS[1], want) end
   local seq = redis.call('INCRBY', KEYS[13], want) - want
+  if mode == 'batch' then
+    local bytes, counts = 0, ''
+    for _, item in ipairs(items) do bytes = bytes + items_size(item) end
+    if redelivered then
+      local deliveries, again = {}, false
+      for i, item in ipairs(items) do
+        local digest = redis.sha1hex(item)
+        deliveries[i] = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
+        again = again or deliveries[i] > 1
+        redis.call('HDEL', KEYS[12], digest)
+      end
+      if again then counts = table.concat(deliveries, ',') end
+    end
+    redis.call('INCRBY', KEYS[7], want)
+    redis.call('INCRBY', KEYS[8], bytes)
+    keep_permit(KEYS[6], len - want, bound, permits)
+    stop_waiting()
+    items[want + 1] = 'h:' .. (seq + 1) .. ':' .. now .. ':' .. counts
+    redis.call('LPUSH', held, unpack(items))
+    return items
+  end
   local entries, bytes = {}, 0
   for i, item in ipairs(items) do
     bytes = bytes + items_size(item)

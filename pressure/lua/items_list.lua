@@ -29,9 +29,29 @@ local function items_push_all(key, items)
   return redis.call('LPUSH', key, unpack(items))
 end
 
--- Take up to n items out, next-out first (one command; n <= the length).
+-- How many arguments each further item of put_many takes: a FIFO item is its payload alone.
+local ITEM_ARGS = 1
+
+-- Queue `count` new items, in order, from put_many's arguments ARGV[first..] (ITEM_ARGS
+-- each; one command); return the new length and the payload bytes.
+local function items_push_args(key, seq_key, first, count)
+  local last, bytes = first + count - 1, 0
+  for i = first, last do bytes = bytes + #ARGV[i] end
+  return redis.call('LPUSH', key, unpack(ARGV, first, last)), bytes
+end
+
+-- Take n items out, next-out first (n <= the length): one RPOP with a count, unless the
+-- first is large (a reply of many large items costs Redis more to build than one per item).
 local function items_pop_all(key, n)
-  return redis.call('RPOP', key, n)
+  local first = redis.call('RPOP', key)
+  if #first >= 8192 then
+    local items = {first}
+    for i = 2, n do items[i] = redis.call('RPOP', key) end
+    return items
+  end
+  local items = redis.call('RPOP', key, n - 1)
+  table.insert(items, 1, first)
+  return items
 end
 
 -- Put a delivered item back where it came from: the head, next out.

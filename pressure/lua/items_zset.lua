@@ -40,6 +40,19 @@ local function items_push_all(key, items)
   return redis.call('ZCARD', key)
 end
 
+-- A further item of put_many is two arguments: its payload and its order key.
+local ITEM_ARGS = 2
+
+local function items_push_args(key, seq_key, first, count)
+  local items, bytes = {}, 0
+  for i = 1, count do
+    local payload = ARGV[first + 2 * i - 2]
+    bytes = bytes + #payload
+    items[i] = items_wrap(seq_key, payload, ARGV[first + 2 * i - 1])
+  end
+  return items_push_all(key, items), bytes
+end
+
 local function items_pop_all(key, n)
   local popped = redis.call('ZPOPMIN', key, n)
   local items = {}

@@ -61,15 +61,16 @@ local function forget_logs(logs_key)
 end
 
 -- Delete what pressure keeps beside a queue that is gone: every consumer's
--- inbox and in-flight lists (named in the consumers hash), the logs (named in
--- the logs set) and the fixed extension keys. A plain spec client's Delete cannot know these keys; the
--- next pressure client to create the name, or to find it gone, removes them,
--- so nothing of the old queue (an unacknowledged item, say) reaches a new one.
--- Returns how many keys were deleted.
-local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, logs_key, extension_keys)
+-- inbox, in-flight and held lists (named in the consumers hash), the logs (named
+-- in the logs set) and the fixed extension keys. A plain spec client's Delete cannot
+-- know these keys; the next pressure client to create the name, or to find it gone,
+-- removes them, so nothing of the old queue (an unacknowledged item, say) reaches a
+-- new one. Returns how many keys were deleted.
+local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, held_prefix, logs_key,
+                            extension_keys)
   local deleted = forget_logs(logs_key)
   for _, id in ipairs(redis.call('HKEYS', consumers_key)) do
-    deleted = deleted + redis.call('DEL', inbox_prefix .. id, inflight_prefix .. id)
+    deleted = deleted + redis.call('DEL', inbox_prefix .. id, inflight_prefix .. id, held_prefix .. id)
   end
   for _, key in ipairs(extension_keys) do
     deleted = deleted + redis.call('DEL', key)

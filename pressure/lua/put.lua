@@ -29,7 +29,8 @@
 --           The entry handed over is '<seq>:<deliveries>:<ms>:<item>',
 --           as get.lua makes it
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
--- ARGV[7..] - more items for put_many, each as two arguments: payload, order key. They
+-- ARGV[7..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
+--           priority queues two arguments, payload and order key (ITEM_ARGS). They
 --           go in after ARGV[2], in order, as many as the bound leaves room for
 -- return the queue length after the put (>= 0) on success, or
 --   -1 full, nothing pushed
@@ -102,20 +103,14 @@ else
   len = items_push(KEYS[1], item)
 end
 -- the rest of a batch, while there is room
-local more = (#ARGV - 6) / 2
+local more = (#ARGV - 6) / ITEM_ARGS
 local put = 1
 if more > 0 then
   local room = more
   if bound > 0 then room = math.min(more, bound - len) end
-  local bytes = 0
-  local items = {}
-  for i = 1, room do
-    local payload = ARGV[5 + 2 * i]
-    bytes = bytes + #payload
-    items[i] = items_wrap(KEYS[15], payload, ARGV[6 + 2 * i])
-  end
   if room > 0 then
-    len = items_push_all(KEYS[1], items)
+    local bytes
+    len, bytes = items_push_args(KEYS[1], KEYS[15], 7, room)
     redis.call('INCRBY', KEYS[7], room)
     redis.call('INCRBY', KEYS[8], bytes)
   end

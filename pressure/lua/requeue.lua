@@ -11,7 +11,8 @@
 --              timeout, since the waiter may be alive, only slow
 -- Inbox entries were never received, so they are always requeued. In-flight
 -- entries of a default-mode consumer (record ending in '|d') were received,
--- and are dropped; a reliable consumer's (mode 'r') are requeued.
+-- and are dropped; a reliable consumer's (mode 'r') are requeued. So is a
+-- default-mode consumer's held batch (get.lua 'batch'): received, dropped.
 -- A requeued item leaves :stats:consumed_* (it is back in the list) and its
 -- delivery count is kept in :pressure:redeliveries under sha1(payload). An
 -- entry that no consumed message accounts for is dropped, never requeued.
@@ -33,7 +34,8 @@
 -- ARGV[4] - max deliveries before dead-lettering (0 = never)
 -- ARGV[5] - consumer identifier ('release', 'recover')
 -- ARGV[6] - delivery number ('release') or the consumer's record ('recover')
--- ARGV[7] - sweep interval in ms ('sweep')
+-- ARGV[7] - sweep interval in ms ('sweep'; else '')
+-- ARGV[8] - held-batch key prefix (:pressure:held:)
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
@@ -81,6 +83,7 @@ end
 
 local function recover(id)
   take_role(id)
+  redis.call('DEL', ARGV[8] .. id)
   if string.sub(redis.call('HGET', KEYS[7], id) or '', -2) == '|d' then
     redis.call('DEL', ARGV[3] .. id)
   else
@@ -99,6 +102,20 @@ local mode = ARGV[1]
 if mode == 'release' then
   local key = ARGV[3] .. ARGV[5]
   local prefix = ARGV[6] .. ':'
+  -- an item of a held batch: the batch becomes in-flight entries first (as get.lua
+  -- 'many' would have left them), so it is released and acknowledged as they are
+  local held = ARGV[8] .. ARGV[5]
+  local first, ms, counts = string.match(redis.call('LINDEX', held, 0) or '', '^h:([^:]*):([^:]*):(.*)$')
+  if first then
+    local deliveries = {}
+    for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
+    local items = redis.call('LRANGE', held, 1, -1)  -- newest first
+    for j = #items, 1, -1 do
+      local i = #items - j + 1
+      redis.call('LPUSH', key, (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. items[j])
+    end
+    redis.call('DEL', held)
+  end
   for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
     if string.sub(entry, 1, #prefix) == prefix then
       redis.call('LREM', key, 1, entry)
@@ -122,6 +139,13 @@ else
     local visibility, kind = string.match(consumers[i + 1], '([^|]*)|([^|]*)$')
     visibility = tonumber(visibility) or 0
     local empty = true
+    local held = ARGV[8] .. id
+    local ms = tonumber(string.match(redis.call('LINDEX', held, 0) or '', '^h:[^:]*:([^:]*):'))
+    if ms and visibility > 0 and ms + visibility <= now then
+      redis.call('DEL', held)  -- received (default mode): dropped
+    elseif ms then
+      empty = false
+    end
     for _, key in ipairs({ARGV[2] .. id, ARGV[3] .. id}) do
       local received = kind == 'd' and key == ARGV[3] .. id
       for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
