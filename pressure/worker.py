@@ -326,18 +326,25 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
     keys = ExecutorKeys.build(where.prefix, where.name)
     client = Backend(where.config).client()
     try:
-        if initializer is None:
-            stored: Any = client.get(keys.config)
+        stored: Any = None
+        while initializer is None:
+            try:
+                stored = client.get(keys.config)
+                break
+            except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
+                logger.warning("worker: cannot read the executor's configuration yet: %s", exc)
+                time.sleep(_POLL)
+        try:
             if stored is not None:
                 initializer, initargs = pickle.loads(stored)
-        if initializer is not None:
-            initializer(*initargs)
-        return True
-    except BaseException as exc:  # noqa: BLE001
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        logger.error("worker initializer failed:\n%s", text)
-        client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
-        return False
+            if initializer is not None:
+                initializer(*initargs)
+            return True
+        except BaseException as exc:  # noqa: BLE001
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            logger.error("worker initializer failed:\n%s", text)
+            client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
+            return False
     finally:
         client.close()
 
