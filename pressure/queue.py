@@ -53,7 +53,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import redis
 
@@ -828,24 +828,32 @@ class Queue(Generic[T]):
         """Up to ``n`` items (at most 1000) that are queued now, in one round trip (get.lua 'many');
         [] if there are none (or another consumer holds the role). Never waits. In reliable
         mode each stays in flight until acknowledged, as after ``receive()``."""
+        cid, result = self._get_queued("many", n)
+        return self._deliveries(cid, result) if result else []
+
+    def _get_queued(self, mode: str, n: int) -> tuple[str, list[bytes]]:
+        """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as
+        (this consumer's id, the reply); the reply is [] if there are none (or another
+        consumer holds the role). Never waits."""
         if self._pending_cancel:
             self._retry_cancels()
         cid = self._consumer_id()
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
-        tail = (self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid), cid, "many", "0",
-                self._consumer_record(), self._lease_ms, self.client_id, n)
+        k = self._keys
+        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, "0", self._consumer_record(),
+                self._lease_ms, self.client_id, n)
         try:
             result = self._backend.script(self._get_many_command, tail)
         except BackendError:
-            self._pending_cancel.append(cid)  # a lost reply: the entries wait in our in-flight list
+            self._pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
             raise
         if not isinstance(result, list):
             if result in (_EMPTY, _BUSY):
-                return []
+                return cid, []
             self._raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
-        return self._deliveries(cid, result)
+        return cid, result
 
     def _deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
         """The Deliveries of entries this consumer received (get.lua 'many'); an item that
@@ -866,31 +874,16 @@ class Queue(Generic[T]):
         in the default mode (get.lua 'batch'): the items come as they are stored, with one
         header, and no Delivery is made. [] if there are none (or another consumer holds the
         role). Never waits."""
-        if self._pending_cancel:
-            self._retry_cancels()
-        cid = self._consumer_id()
-        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-            self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
-        k = self._keys
-        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, "batch", "0", self._consumer_record(),
-                self._lease_ms, self.client_id, n)
-        try:
-            result = self._backend.script(self._get_many_command, tail)
-        except BackendError:
-            self._pending_cancel.append(cid)  # a lost reply: the batch waits in our held list
-            raise
-        if not isinstance(result, list):
-            if result in (_EMPTY, _BUSY):
-                return []
-            self._raise_for(result)
-            raise ProtocolError(f"get script returned {result!r}")
+        cid, result = self._get_queued("batch", n)
+        if not result:
+            return []
         header = result.pop()
         if not header.startswith(b"h:"):  # an entry delivered earlier, from our inbox
             return [d.item for d in self._deliveries(cid, [*result, header])]
         # received: from now on a cancel leaves the batch alone (our next get drops it)
         self._last_received[cid] = ["h" + header.split(b":", 2)[1].decode()]
         if self._plain:
-            return result  # bytes: the stored items are the items
+            return cast("list[T]", result)  # bytes: the stored items are the items
         loads, unwrap = self._serializer.loads, self._unwrap
         try:
             return [loads(unwrap(item)) for item in result]

@@ -356,3 +356,26 @@ def test_a_sweep_never_orphans_a_consumers_lists(make_queue: Any, r: redis.Redis
         other.get_many(10, timeout=0.1)  # sweeps first
     q.delete()
     assert r.keys(f"{q.prefix}:*") == []
+
+
+def test_settling_every_delivery_at_once(make_queue: Any, r: redis.Redis) -> None:
+    """What a reader of many items uses (pressure.spark): touch them all, acknowledge them
+    all, or give them all back, each in one step, however many."""
+    q = make_queue("q", 10, reliable=True, visibility_timeout=60)
+    q.put_many(range(10))
+    got = q._receive_more(6)
+    cid = got[0].consumer
+    time.sleep(0.3)
+    assert min(f.age for f in q.in_flight()) >= 0.25
+    assert q._touch_all(cid) == 6
+    assert max(f.age for f in q.in_flight()) < 0.25
+    assert [f.id for f in q.in_flight()] == [d.id for d in got][::-1]  # order kept
+    assert q._settle_all(cid, ack=False) == 6  # back to the head, in order
+    assert q.peek(10) == list(range(10))
+    assert q.in_flight() == []
+    assert [d.item for d in q._receive_more(4)] == [0, 1, 2, 3]
+    assert q._settle_all(cid, ack=True) == 4
+    assert q.in_flight() == [] and q.peek(10) == list(range(4, 10))
+    st = q.statistics()
+    assert (st.consumed_messages, st.size) == (4, 6)
+    assert_invariants(r, q)

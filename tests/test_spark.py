@@ -239,6 +239,14 @@ def _stream_to_files(spark: SparkSession, opts: dict[str, str], name: str, out: 
             .option("checkpointLocation", str(ck)).trigger(**trigger).start())
 
 
+def _wait_for_batch(query: Any, batch_id: int, limit: float = 60.0) -> None:
+    """Until the query has finished micro-batch ``batch_id`` (or ``limit`` seconds)."""
+    deadline = time.monotonic() + limit
+    while (query.lastProgress is None or query.lastProgress["batchId"] < batch_id) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def test_stream_read_across_restarts_loses_nothing(spark: SparkSession, make_queue: Any,
                                                    opts: dict[str, str], tmp_path: Path,
                                                    r: redis.Redis) -> None:
@@ -247,10 +255,7 @@ def test_stream_read_across_restarts_loses_nothing(spark: SparkSession, make_que
     out, ck = tmp_path / "out", tmp_path / "ck"
     query = _stream_to_files(spark, opts, "events", out, ck, processingTime="100 milliseconds")
     try:
-        deadline = time.monotonic() + 60
-        while (query.lastProgress is None or query.lastProgress["batchId"] < 2) \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_for_batch(query, 2)
         assert query.exception() is None
     finally:
         query.stop()
@@ -275,10 +280,7 @@ def test_stream_read_survives_a_killed_planner(spark: SparkSession, make_queue: 
     out, ck = tmp_path / "out", tmp_path / "ck"
     query = _stream_to_files(spark, opts, "killed", out, ck, processingTime="200 milliseconds")
     try:
-        deadline = time.monotonic() + 60
-        while (query.lastProgress is None or query.lastProgress["batchId"] < 1) \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_for_batch(query, 1)
         planners = _planner_pids()
         assert planners, "no python_streaming_source_runner process found"
         for pid in planners:

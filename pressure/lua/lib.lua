@@ -32,6 +32,15 @@ local function keep_permit(key, len, bound, permits)
   end
 end
 
+-- Replace the list `key` by `entries`, in order, in one pass (changing a long list
+-- element by element with LSET or LREM would be quadratic).
+local function rewrite_list(key, entries)
+  redis.call('DEL', key)
+  for i = 1, #entries, 1000 do  -- unpack's limit is 8000 values
+    redis.call('RPUSH', key, unpack(entries, i, math.min(i + 999, #entries)))
+  end
+end
+
 -- Wake the consumer registered as the waiter, if any: unregister it, give its
 -- consumer role back and leave the wake-up entry 's:' in its inbox.
 local function wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)

@@ -14,8 +14,7 @@
 -- return the log's tail after the append
 local wanted = {}
 for i = 2, #ARGV do wanted[ARGV[i]] = true end
--- one pass over the in-flight list: what is wanted is logged, the rest is kept in
--- order (removing entries one by one with LREM would be quadratic)
+-- one pass over the in-flight list: what is wanted is logged, the rest is kept in order
 local held, kept = {}, {}
 for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   local seq = string.match(entry, '^([^:]*):')
@@ -34,10 +33,7 @@ for i = 2, #ARGV do
                'p', producer)
   end
 end
-redis.call('DEL', KEYS[1])
-for i = 1, #kept, 1000 do
-  redis.call('RPUSH', KEYS[1], unpack(kept, i, math.min(i + 999, #kept)))
-end
+rewrite_list(KEYS[1], kept)
 redis.call('SET', KEYS[3], tail)
 redis.call('SADD', KEYS[5], ARGV[1])
 return tail

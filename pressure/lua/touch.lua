@@ -7,7 +7,7 @@
 --        with '*', how many entries were touched
 local now = redis.call('TIME')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
-if ARGV[1] == '*' then  -- rebuilt in one pass (LSET by index would be quadratic)
+if ARGV[1] == '*' then
   local entries = redis.call('LRANGE', KEYS[1], 0, -1)
   local touched = 0
   for i, entry in ipairs(entries) do
@@ -17,10 +17,7 @@ if ARGV[1] == '*' then  -- rebuilt in one pass (LSET by index would be quadratic
       touched = touched + 1
     end
   end
-  redis.call('DEL', KEYS[1])
-  for i = 1, #entries, 1000 do
-    redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, #entries)))
-  end
+  rewrite_list(KEYS[1], entries)
   return touched
 end
 local prefix = ARGV[1] .. ':'
