@@ -125,6 +125,7 @@ class BatchReader(DataSourceReader):
                     time.sleep(0.01)
                     continue
                 busy_since = None
+                q._unacked.clear()  # settled all at once at the end: hold no Delivery meanwhile
                 producer = q._read(q.keys.producer) if decode.wants_producer else None
                 for d in got:
                     taken += 1
