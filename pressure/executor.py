@@ -41,7 +41,7 @@ import redis
 
 from .connection import Backend, ConnectionConfig
 from .errors import BackendError, BrokenExecutor, Empty, PressureError, QueueDoesNotExist, ShutDown
-from .keys import DEFAULT_PREFIX, ExecutorKeys
+from .keys import ExecutorKeys, resolve_prefix
 from .queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
@@ -158,7 +158,7 @@ class _Core:
     ) -> None:
         self._anonymous = name is None
         self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
-        self._prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+        self._prefix = resolve_prefix(prefix)
         self._config = config
         self._keys = ExecutorKeys.build(self._prefix, self._name)
         self._backend = Backend(config, connection)

@@ -19,13 +19,19 @@ queue name a hash tag there (``{jobs}``); anonymous queues get one by default.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-__all__ = ["QueueKeys", "ExecutorKeys", "DEFAULT_PREFIX", "KINDS"]
+__all__ = ["QueueKeys", "ExecutorKeys", "DEFAULT_PREFIX", "KINDS", "resolve_prefix"]
 
 DEFAULT_PREFIX = "__pressure__"
 #: The kinds of queue: the protocol's FIFO, and the two ordered extensions.
 KINDS = ("fifo", "lifo", "priority")
+
+
+def resolve_prefix(prefix: str | None) -> str:
+    """The key prefix: ``prefix``, else ``PRESSURE_PREFIX``, else ``__pressure__``."""
+    return prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ a stream) and goes when the queue is deleted.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,16 +26,15 @@ from typing import Any
 import redis
 
 from .connection import ConnectionConfig
-from .errors import PressureError, QueueDoesNotExist
-from .keys import DEFAULT_PREFIX, KINDS
-from .ordered import LifoQueue, PriorityQueue
+from .errors import PressureError
+from .keys import KINDS, resolve_prefix
+from .ordered import queue_class
 from .queue import Queue
 
 __all__ = ["LogEntry", "QueueLog"]
 
 #: Items per round trip, both ways (get.lua returns at most 1000 at once).
 _CHUNK = 1000
-_CLASSES: dict[str, type[Queue[Any]]] = {"fifo": Queue, "lifo": LifoQueue, "priority": PriorityQueue}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +69,9 @@ class QueueLog:
             raise ValueError("group must be a non-empty string")
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-        self._name = name
-        self._group = group
-        self._kind = kind
-        self._visibility_timeout = visibility_timeout
-        self._config = ConnectionConfig.resolve(url, connection)
-        self._queue: Queue[bytes] = self._attach(prefix)
-        self._prefix = self._queue.prefix
-        self._set_keys()
+        self.__setstate__({"name": name, "group": group, "kind": kind,
+                           "prefix": resolve_prefix(prefix), "visibility_timeout": visibility_timeout,
+                           "config": ConnectionConfig.resolve(url, connection)})
 
     @classmethod
     def _from_config(cls, name: str, group: str, config: ConnectionConfig, *, prefix: str,
@@ -89,31 +82,23 @@ class QueueLog:
                           "visibility_timeout": visibility_timeout, "config": config})
         return log
 
-    def _attach(self, prefix: str | None) -> Queue[bytes]:
-        cls = _CLASSES[self._kind]
-        prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
-        queue: Queue[bytes] = cls._from_config(
-            self._name, self._config, prefix=prefix, serializer="bytes", create=False,
-            reliable=True, visibility_timeout=self._visibility_timeout)
-        return queue
-
-    def _set_keys(self) -> None:
-        k = self._queue.keys
-        self._log = f"{k.logs}:{self._group}"
-        self._tail_key = f"{self._log}:tail"
-        self._committed_key = f"{self._log}:committed"
-
     def __getstate__(self) -> dict[str, Any]:
         return {"name": self._name, "group": self._group, "kind": self._kind, "prefix": self._prefix,
                 "visibility_timeout": self._visibility_timeout, "config": self._config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._name, self._group, self._kind = state["name"], state["group"], state["kind"]
-        self._visibility_timeout = state["visibility_timeout"]
-        self._config = state["config"]
-        self._prefix = state["prefix"]
-        self._queue = self._attach(self._prefix)
-        self._set_keys()
+        self._name: str = state["name"]
+        self._group: str = state["group"]
+        self._kind: str = state["kind"]
+        self._prefix: str = state["prefix"]
+        self._config: ConnectionConfig = state["config"]
+        self._visibility_timeout: float = state["visibility_timeout"]
+        self._queue: Queue[bytes] = queue_class(self._kind)._from_config(
+            self._name, self._config, prefix=self._prefix, serializer="bytes", create=False,
+            reliable=True, visibility_timeout=self._visibility_timeout)
+        self._log = f"{self._queue.keys.logs}:{self._group}"
+        self._tail_key = f"{self._log}:tail"
+        self._committed_key = f"{self._log}:committed"
 
     @property
     def queue(self) -> Queue[bytes]:
@@ -160,9 +145,7 @@ class QueueLog:
                                              k.producer, k.logs),
                               (self._group, *(d.id for d in got))))
             left -= len(got)
-        if tail is None:
-            if not q.exists:
-                raise QueueDoesNotExist(f"queue {self._name!r} does not exist")
+        if tail is None:  # nothing queued (a queue that is gone raised QueueDoesNotExist)
             return self.tail()
         return tail
 

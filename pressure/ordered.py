@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from .ordering import order_key
 from .queue import Queue
 
-__all__ = ["LifoQueue", "PriorityQueue"]
+__all__ = ["LifoQueue", "PriorityQueue", "queue_class"]
 
 T = TypeVar("T")
 
@@ -75,3 +75,9 @@ class PriorityQueue(_OrderedQueue[T]):
 
     def _order_key(self, item: Any) -> bytes:
         return order_key(item)
+
+
+def queue_class(kind: str) -> type[Queue[Any]]:
+    """The handle class of a kind of queue ('fifo', 'lifo' or 'priority')."""
+    classes: dict[str, type[Queue[Any]]] = {"fifo": Queue, "lifo": LifoQueue, "priority": PriorityQueue}
+    return classes[kind]

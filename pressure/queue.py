@@ -70,7 +70,7 @@ from .errors import (
     QueueExistsError,
     ShutDown,
 )
-from .keys import DEFAULT_PREFIX, QueueKeys
+from .keys import QueueKeys, resolve_prefix
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
 
@@ -349,7 +349,7 @@ class Queue(Generic[T]):
         elif not name:
             raise ValueError("queue name must not be empty")
         if prefix is None:
-            prefix = os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+            prefix = resolve_prefix(None)
         elif not isinstance(prefix, str) or not prefix:
             raise ValueError("prefix must be a non-empty string")
         if client_id is not None and (not isinstance(client_id, str) or not client_id):

@@ -49,7 +49,7 @@ import redis
 from . import identity
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
-from .keys import DEFAULT_PREFIX, ExecutorKeys
+from .keys import ExecutorKeys, resolve_prefix
 from .queue import Queue
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
@@ -394,8 +394,7 @@ class WorkerPool:
             raise ValueError("processes must be greater than 0")
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
-        self.where = WorkerConfig(name, config, prefix or os.environ.get("PRESSURE_PREFIX")
-                                  or DEFAULT_PREFIX, visibility_timeout, prefetch)
+        self.where = WorkerConfig(name, config, resolve_prefix(prefix), visibility_timeout, prefetch)
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
         self.context: Any = mp_context or multiprocessing.get_context(

@@ -34,7 +34,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import Empty, PressureError, QueueDoesNotExist, SerializationError, ShutDown
-from ..ordered import LifoQueue, PriorityQueue
+from ..ordered import queue_class
 from ..queue import Queue
 from ._options import SourceOptions
 from ._rows import Decoder, row_encoder
@@ -43,7 +43,6 @@ __all__ = ["BatchReader", "QueueWriter", "StreamWriter", "WriteError", "open_que
 
 logger = logging.getLogger("pressure.spark")
 
-_CLASSES: dict[str, type[Queue[Any]]] = {"fifo": Queue, "lifo": LifoQueue, "priority": PriorityQueue}
 #: How long a draining partition keeps asking while items are queued but another
 #: consumer holds the role (a blocked get being handed an item).
 _BUSY_PATIENCE = 1.0
@@ -55,7 +54,7 @@ class WriteError(PressureError):
 
 def open_queue(opts: SourceOptions, *, reliable: bool, serializer: str) -> Queue[Any]:
     """A handle on the queue of ``opts`` (which must exist), built where it is used."""
-    return _CLASSES[opts.kind]._from_config(
+    return queue_class(opts.kind)._from_config(
         opts.name, opts.config, prefix=opts.prefix, serializer=serializer, create=False,
         reliable=reliable, visibility_timeout=opts.visibility_timeout)
 

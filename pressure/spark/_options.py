@@ -8,13 +8,12 @@ holds and what it takes, before any job starts.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..connection import ConnectionConfig
-from ..keys import DEFAULT_PREFIX, KINDS
+from ..keys import KINDS, resolve_prefix
 
 __all__ = ["OPTIONS", "SourceOptions"]
 
@@ -125,7 +124,7 @@ class SourceOptions:
         if prefix is not None and not prefix:
             raise ValueError("option 'prefix' must not be empty")
         # resolved here, on the driver: executors may not share its environment
-        prefix = prefix or os.environ.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+        prefix = resolve_prefix(prefix)
         kind = given.get("kind", "fifo").lower()
         if kind not in KINDS:
             raise ValueError(f"option 'kind' must be one of {', '.join(KINDS)}, not {given['kind']!r}")
