@@ -1,6 +1,6 @@
 """Protocol interoperability: pressure and an independent, literal spec client on one queue.
 
-``compat/spec_client.py`` is written from the spec's pseudocode (v0.15, and v0.1 on
+``pressure/testing/spec_client.py`` is written from the spec's pseudocode (v0.15, and v0.1 on
 request), one command per round trip. Every scenario runs on the private
 redis-server with ``pressure.Queue(..., serializer="bytes")`` on the other side,
 and ends with the protocol's token invariants checked in Redis. The v0.1 tests
@@ -22,8 +22,8 @@ import pytest
 import redis
 
 import pressure
-from compat import spec_client
-from compat.spec_client import SpecClient
+from pressure.testing import spec_client
+from pressure.testing.spec_client import SpecClient
 from tests.helpers import blocks, blocks_raising
 
 Client = Union[SpecClient, "pressure.Queue[bytes]"]

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .errors import AuthenticationError as AuthenticationError
 from .errors import BackendError as BackendError
 from .errors import DeserializationError as DeserializationError
 from .errors import Empty as Empty
 from .errors import Full as Full
+from .errors import ItemTooLarge as ItemTooLarge
 from .errors import OutcomeUnknown as OutcomeUnknown
+from .errors import PermissionDenied as PermissionDenied
 from .errors import PressureError as PressureError
 from .errors import ProtocolError as ProtocolError
 from .errors import QueueDoesNotExist as QueueDoesNotExist
@@ -47,9 +50,12 @@ __all__ = [
     "QueueExistsError",
     "SerializationError",
     "DeserializationError",
+    "ItemTooLarge",
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "AuthenticationError",
+    "PermissionDenied",
     "Executor",
     "ExecutorStatistics",
     "BrokenExecutor",

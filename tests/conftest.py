@@ -12,13 +12,10 @@ import pytest
 import redis
 
 import pressure
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
+from pressure.testing.pytest_plugin import redis_server
 
-
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
-        yield server
+__all__ = ["any_queue", "make_queue", "prefix", "r", "redis_server", "url"]
 
 
 @pytest.fixture
@@ -71,3 +68,21 @@ def any_queue(request: pytest.FixtureRequest, url: str, prefix: str) -> Iterator
     yield make
     conn.close()
 
+
+# -- figures of the chaos soak (tests/test_chaos.py), shown whatever the capture mode ------
+
+CHAOS_FIGURES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(scope="session")
+def chaos_figures(request: pytest.FixtureRequest) -> list[str]:
+    """Lines a chaos scenario adds; printed in the terminal summary (also without -s)."""
+    return request.config.stash.setdefault(CHAOS_FIGURES, [])
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    lines = config.stash.get(CHAOS_FIGURES, [])
+    if lines:
+        terminalreporter.section("chaos soak figures")
+        for line in lines:
+            terminalreporter.write_line(line)

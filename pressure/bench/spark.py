@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from .bench import BenchConfig, _fmt, _print_lines, _progress, _ratio, _render, _unique
-from .queue import Queue
+from ..queue import Queue
+from ._harness import BenchConfig, fmt, print_lines, progress, ratio, render_table, unique_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -97,7 +97,7 @@ def _delete_list(url: str, key: str) -> None:
 
 
 def _new_queue(job: SparkJob) -> Queue[Any]:
-    return Queue(_unique("spark"), maxsize=0, url=job.url, serializer="json")
+    return Queue(unique_name("spark"), maxsize=0, url=job.url, serializer="json")
 
 
 def _fill_queue(queue: Queue[Any], rows: int) -> None:
@@ -169,7 +169,7 @@ def write_pressure(spark: SparkSession, job: SparkJob) -> float:
 
 
 def write_raw(spark: SparkSession, job: SparkJob) -> float:
-    key = _unique("spark-raw")
+    key = unique_name("spark-raw")
     client = redis.Redis.from_url(job.url)
     try:
         frame = _frame(spark, job)
@@ -222,7 +222,7 @@ def read_batch_pressure(spark: SparkSession, job: SparkJob) -> float:
 
 
 def read_raw(spark: SparkSession, job: SparkJob) -> float:
-    key = _unique("spark-raw")
+    key = unique_name("spark-raw")
     shares = [job.rows // job.partitions + (1 if i < job.rows % job.partitions else 0)
               for i in range(job.partitions)]
     try:
@@ -292,7 +292,7 @@ def _session() -> SparkSession:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from . import spark as pressure_spark
+    from .. import spark as pressure_spark
 
     session = (SparkSession.builder.master("local[2]").appName("pressure-bench-spark")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -314,7 +314,7 @@ def run_spark(url: str, config: BenchConfig) -> list[SparkResult]:
     """A warm-up run of every path, then ``spark_rounds`` rounds in turns."""
     began = time.monotonic()
     spark = _session()
-    _progress(f"  Spark session started ({time.monotonic() - began:.1f} s)")
+    progress(f"  Spark session started ({time.monotonic() - began:.1f} s)")
     tmp = tempfile.mkdtemp(prefix="pressure-bench-spark-")
     job = SparkJob(url, config.spark_rows, config.spark_partitions, config.spark_batch,
                    config.spark_stream_batch, tmp)
@@ -328,7 +328,7 @@ def run_spark(url: str, config: BenchConfig) -> list[SparkResult]:
             outcome = _attempt(case, spark, warm)
             if isinstance(outcome, str):
                 result.error = f"warm-up: {outcome}"
-            _progress(f"  {case.label:<48} warm-up  ({time.monotonic() - started:.1f} s)")
+            progress(f"  {case.label:<48} warm-up  ({time.monotonic() - started:.1f} s)")
         for n in range(config.spark_rounds):
             for case, result in zip(cases, results, strict=True):
                 if result.error:
@@ -340,7 +340,7 @@ def run_spark(url: str, config: BenchConfig) -> list[SparkResult]:
                 else:
                     result.seconds.append(outcome)
                     status = f"{job.rows / max(outcome, 1e-9):,.0f} rows/s"
-                _progress(f"  {case.label:<48} round {n + 1}  {status:>16}  "
+                progress(f"  {case.label:<48} round {n + 1}  {status:>16}  "
                           f"({outcome if isinstance(outcome, str) else f'{outcome:.1f} s'})")
     finally:
         spark.stop()
@@ -354,10 +354,10 @@ def format_spark_table(results: list[SparkResult]) -> list[str]:
     rows = [("path", "rows/s", "best s", "vs baseline")]
     for r in results:
         base = by.get(r.case.baseline) if r.case.baseline else None
-        rows.append((r.case.label, "error" if r.error else _fmt(r.rows_per_s),
+        rows.append((r.case.label, "error" if r.error else fmt(r.rows_per_s),
                      "-" if r.best is None else f"{r.best:.2f}",
-                     _fmt(_ratio(r.rows_per_s, base.rows_per_s), 2, "x") if base else ""))
-    return _render(rows)
+                     fmt(ratio(r.rows_per_s, base.rows_per_s), 2, "x") if base else ""))
+    return render_table(rows)
 
 
 def print_spark_report(results: list[SparkResult], config: BenchConfig) -> None:
@@ -367,7 +367,7 @@ def print_spark_report(results: list[SparkResult], config: BenchConfig) -> None:
           f"partitions, batches of {config.spark_batch}, local[2]; the stream reader plans "
           f"{config.spark_stream_batch:,} rows per micro-batch; best of {config.spark_rounds} "
           f"rounds after a warm-up run")
-    _print_lines(format_spark_table(results))
+    print_lines(format_spark_table(results))
     errors = [f"  - {r.case.label}: {r.error}" for r in results if r.error]
     if errors:
-        _print_lines(errors, "notes:")
+        print_lines(errors, "notes:")

@@ -40,10 +40,11 @@ from typing import Any, cast
 
 import redis
 
-from .bench import (BARRIER_TIMEOUT, GET_TIMEOUT, START_METHOD, BenchConfig, Phase, PhaseResult,
-                    PressureTransport, RawRedisTransport, _best, _fmt, _print_lines, _progress,
-                    _ratio, _render, _rounds, _timed_phase, _unique)
-from .queue import Queue
+from ..queue import Queue
+from ._harness import (BARRIER_TIMEOUT, GET_TIMEOUT, START_METHOD, BenchConfig, Phase, PhaseResult,
+                       best_round, fmt, print_lines, progress, ratio, render_table, rounds_note, timed_phase,
+                       unique_name)
+from .queues import PressureTransport, RawRedisTransport
 
 __all__ = [
     "BatchResult",
@@ -136,7 +137,7 @@ class PressureBatch(BatchTransport):
         self.queue: Queue[bytes] | None = None
 
     def setup(self, ctx: SpawnContext) -> None:
-        self.queue = Queue(_unique("batch"), maxsize=0, url=self.url, serializer="bytes")
+        self.queue = Queue(unique_name("batch"), maxsize=0, url=self.url, serializer="bytes")
 
     def _queue(self) -> Queue[bytes]:
         if self.queue is None:
@@ -180,7 +181,7 @@ class RawBatch(BatchTransport):
         self.list_key = ""
 
     def setup(self, ctx: SpawnContext) -> None:
-        self.list_key = _unique("rawbatch")
+        self.list_key = unique_name("rawbatch")
 
     def open_put(self) -> PutBatch:
         client, key = redis.Redis.from_url(self.url), self.list_key
@@ -386,7 +387,7 @@ def _batch_round(ctx: SpawnContext, url: str, config: BenchConfig,
             outcome = run_cells(ctx, transport, [_warm_cell(), *cells], processes)[1:]
             _keep_best(results, transport.key, processes, cells, outcome)
             failed = sum(isinstance(v, str) for v in outcome)
-            _progress(f"  {transport.label:<34} {processes}x{processes} {len(cells)} cells"
+            progress(f"  {transport.label:<34} {processes}x{processes} {len(cells)} cells"
                       f"{f', {failed} failed' if failed else ''}  ({time.monotonic() - began:.1f} s)")
 
 
@@ -413,10 +414,10 @@ def _singles(ctx: SpawnContext, url: str, config: BenchConfig) -> list[SingleRes
     rounds: list[list[PhaseResult]] = [[] for _ in factories]
     for _ in range(config.repeat):
         for factory, outcome, done in zip(factories, outcomes, rounds, strict=True):
-            done.append(_timed_phase(ctx, factory, outcome.label, throughput))
+            done.append(timed_phase(ctx, factory, outcome.label, throughput))
     for factory, outcome, done in zip(factories, outcomes, rounds, strict=True):
-        outcome.throughput = _best(done)
-        outcome.latency = _timed_phase(ctx, factory, outcome.label, latency)
+        outcome.throughput = best_round(done)
+        outcome.latency = timed_phase(ctx, factory, outcome.label, latency)
     return outcomes
 
 
@@ -451,7 +452,7 @@ class MemoryResult:
 def measure_memory(url: str, items: int, size: int = 100) -> MemoryResult:
     """Fill a fresh queue with ``items`` items of ``size`` bytes; the used_memory delta."""
     client = redis.Redis.from_url(url)
-    queue: Queue[bytes] = Queue(_unique("memory"), maxsize=0, url=url, serializer="bytes")
+    queue: Queue[bytes] = Queue(unique_name("memory"), maxsize=0, url=url, serializer="bytes")
     try:
         before = used_memory(client)
         fill(queue, items, bytes(size))
@@ -482,7 +483,7 @@ def run_batches(url: str, config: BenchConfig) -> BatchReport:
         raise TypeError(f"expected a spawn context, got {ctx!r}")
     cells: dict[tuple[str, int, Cell], BatchResult] = {}
     for n in range(config.repeat):
-        _progress(f" batch round {n + 1} of {config.repeat}")
+        progress(f" batch round {n + 1} of {config.repeat}")
         _batch_round(ctx, url, config, cells)
     report = BatchReport(cells, _singles(ctx, url, config))
     try:
@@ -503,7 +504,7 @@ def _cell_text(result: BatchResult | None) -> tuple[str, str]:
         return "-", "-"
     if result.msgs_per_s is None:
         return "error", "-"
-    return _fmt(result.msgs_per_s), _fmt(result.mb_per_s, 1)
+    return fmt(result.msgs_per_s), fmt(result.mb_per_s, 1)
 
 
 def _msgs(result: BatchResult | None) -> float | None:
@@ -519,9 +520,9 @@ def format_batch_table(report: BatchReport) -> list[str]:
     for processes, cell in keys:
         ours, raw, mp = (_rate(report, k, processes, cell) for k in ("pressure", "raw", "mp"))
         rows.append((f"{processes}x{processes}", _bytes(cell.payload), str(cell.batch),
-                     *_cell_text(ours), *_cell_text(raw), _fmt(_ratio(_msgs(ours), _msgs(raw)), 2, "x"),
-                     _cell_text(mp)[0], _fmt(_ratio(_msgs(ours), _msgs(mp)), 2, "x")))
-    return _render(rows)
+                     *_cell_text(ours), *_cell_text(raw), fmt(ratio(_msgs(ours), _msgs(raw)), 2, "x"),
+                     _cell_text(mp)[0], fmt(ratio(_msgs(ours), _msgs(mp)), 2, "x")))
+    return render_table(rows)
 
 
 def _bytes(size: int) -> str:
@@ -536,12 +537,12 @@ def format_singles(report: BatchReport) -> list[str]:
     raw = next((s for s in report.singles if s.key == "raw"), None)
     rows = [("single items", "msgs/s", "vs raw", "p50 µs", "p99 µs", "p99 vs raw")]
     for s in report.singles:
-        rows.append((s.label, "error" if s.throughput.error else _fmt(s.throughput.msgs_per_s),
-                     _fmt(_ratio(s.throughput.msgs_per_s, raw.throughput.msgs_per_s if raw else None), 2, "x"),
-                     "error" if s.latency.error else _fmt(s.latency.p50_us),
-                     "error" if s.latency.error else _fmt(s.latency.p99_us),
-                     _fmt(_ratio(s.latency.p99_us, raw.latency.p99_us if raw else None), 2, "x")))
-    return _render(rows)
+        rows.append((s.label, "error" if s.throughput.error else fmt(s.throughput.msgs_per_s),
+                     fmt(ratio(s.throughput.msgs_per_s, raw.throughput.msgs_per_s if raw else None), 2, "x"),
+                     "error" if s.latency.error else fmt(s.latency.p50_us),
+                     "error" if s.latency.error else fmt(s.latency.p99_us),
+                     fmt(ratio(s.latency.p99_us, raw.latency.p99_us if raw else None), 2, "x")))
+    return render_table(rows)
 
 
 def format_memory(report: BatchReport) -> str:
@@ -566,11 +567,11 @@ def _worst_vs_raw(report: BatchReport) -> tuple[float | None, str]:
     for (key, processes, cell), ours in report.cells.items():
         if key != "pressure" or cell.batch == 1:
             continue
-        ratio = _ratio(ours.msgs_per_s, _msgs(_rate(report, "raw", processes, cell)))
-        if ratio is None:
+        vs_raw = ratio(ours.msgs_per_s, _msgs(_rate(report, "raw", processes, cell)))
+        if vs_raw is None:
             return None, f"{processes}x{processes} {_bytes(cell.payload)} x{cell.batch} failed"
-        if worst[0] is None or ratio < worst[0]:
-            worst = (ratio, f"worst: {processes}x{processes} {_bytes(cell.payload)} x{cell.batch}")
+        if worst[0] is None or vs_raw < worst[0]:
+            worst = (vs_raw, f"worst: {processes}x{processes} {_bytes(cell.payload)} x{cell.batch}")
     return worst
 
 
@@ -581,12 +582,12 @@ def format_batch_goals(report: BatchReport) -> list[str]:
                      None)
     vs_mp = None
     if goal_cell is not None:
-        vs_mp = _ratio(_msgs(_rate(report, "pressure", 1, goal_cell)), _msgs(_rate(report, "mp", 1, goal_cell)))
+        vs_mp = ratio(_msgs(_rate(report, "pressure", 1, goal_cell)), _msgs(_rate(report, "mp", 1, goal_cell)))
     worst, where = _worst_vs_raw(report)
     by = {s.key: s for s in report.singles}
     ours, raw = by.get("pressure"), by.get("raw")
-    single = _ratio(ours.throughput.msgs_per_s, raw.throughput.msgs_per_s) if ours and raw else None
-    p99 = _ratio(ours.latency.p99_us, raw.latency.p99_us) if ours and raw else None
+    single = ratio(ours.throughput.msgs_per_s, raw.throughput.msgs_per_s) if ours and raw else None
+    p99 = ratio(ours.latency.p99_us, raw.latency.p99_us) if ours and raw else None
     return [
         "goals (batches):",
         _verdict(f"put_many/get_many {GOAL_BATCH} x {GOAL_PAYLOAD} B >= 1.0x multiprocessing.Queue",
@@ -602,16 +603,16 @@ def print_batch_report(report: BatchReport, config: BenchConfig) -> None:
     print()
     print(f"batches: 1x1 and 2x2 producer/consumer processes ('{START_METHOD}'), payloads "
           f"{', '.join(_bytes(p) for p in config.payload_sizes)}, batch sizes "
-          f"{', '.join(map(str, config.batch_sizes))}{_rounds(config)}")
+          f"{', '.join(map(str, config.batch_sizes))}{rounds_note(config)}")
     print(f"  {config.batch_messages:,} messages per 100-B cell, at most {CELL_BYTES >> 20} MiB per cell; "
           f"multiprocessing.Queue has no batch API: its items go one by one")
-    _print_lines(format_batch_table(report))
+    print_lines(format_batch_table(report))
     print(f"\n  single items: {config.count:,} messages as fast as possible; latency: "
           f"{config.latency_count:,} messages at {config.rate:,.0f}/s (put -> get)")
-    _print_lines(format_singles(report))
-    _print_lines([format_memory(report)])
+    print_lines(format_singles(report))
+    print_lines([format_memory(report)])
     errors = sorted({f"  - {k} {p}x{p} {_bytes(c.payload)} x{c.batch}: {r.error.strip().splitlines()[-1]}"
                      for (k, p, c), r in report.cells.items() if r.error})
     if errors:
-        _print_lines(errors, "notes:")
-    _print_lines(format_batch_goals(report))
+        print_lines(errors, "notes:")
+    print_lines(format_batch_goals(report))

@@ -72,7 +72,9 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> RedisServer:
+    def start(self, timeout: float = 10.0, *, wait_loaded: bool = True) -> RedisServer:
+        """Start the server and wait until it answers: with its data loaded, or (not
+        ``wait_loaded``) as soon as it answers at all, even if only ``-LOADING``."""
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--daemonize", "no", "--logfile", os.path.join(self.dir, "redis.log"),
@@ -89,12 +91,13 @@ class RedisServer:
             self.cleanup()
             raise ServerUnavailable(f"cannot run {self.binary}: {exc}") from exc
         try:
-            return self._wait_ready(self.process, timeout)
+            return self._wait_ready(self.process, timeout, wait_loaded)
         except BaseException:
             self.cleanup()
             raise
 
-    def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float) -> RedisServer:
+    def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float,
+                    wait_loaded: bool = True) -> RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -103,7 +106,9 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    reply = s.recv(16)
+                    # any answer but -LOADING means it serves (e.g. -NOAUTH with requirepass)
+                    if reply.startswith((b"+", b"-")) and (not wait_loaded or not reply.startswith(b"-LOADING")):
                         return self
             except OSError:
                 pass
@@ -131,10 +136,10 @@ class RedisServer:
         if self.process is not None:
             self.process.send_signal(signal.SIGCONT)
 
-    def restart(self) -> None:
+    def restart(self, *, wait_loaded: bool = True) -> None:
         """Kill and start again on the same port and directory (AOF, if on, is replayed)."""
         self.kill()
-        self.start()
+        self.start(wait_loaded=wait_loaded)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bench import (_KEY_PREFIX, BenchConfig, _fmt, _goal_line, _print_lines, _progress, _ratio,
-                    _render, _rounds)
-from .executor import Executor
+from ..executor import Executor
+from ._harness import (KEY_PREFIX, BenchConfig, fmt, goal_line, print_lines, progress, ratio, render_table,
+                       rounds_note)
 
 __all__ = [
     "EXECUTOR_START_METHOD",
@@ -93,7 +93,7 @@ def _executor_factories(url: str, workers: int
         ("stdlib", "concurrent.futures.ProcessPoolExecutor",
          functools.partial(concurrent.futures.ProcessPoolExecutor, max_workers=workers, mp_context=ctx)),
         ("pressure", "pressure.Executor",
-         functools.partial(Executor, url=url, prefix=_KEY_PREFIX, max_workers=workers,
+         functools.partial(Executor, url=url, prefix=KEY_PREFIX, max_workers=workers,
                            local_workers=True)),
     ]
 
@@ -158,10 +158,10 @@ def _attempt(result: ExecutorResult, step: str, run: Callable[[], float]) -> flo
         value = run()
     except Exception as exc:  # noqa: BLE001 - shown in the table's notes
         result.error = f"{step}: {type(exc).__name__}: {exc}"
-        _progress(f"  {result.label} failed: {result.error}")
+        progress(f"  {result.label} failed: {result.error}")
         return None
     status = _STEPS[step].format(value)
-    _progress(f"  {result.label:<38} {step:<10} {status:>16}  ({time.monotonic() - began:.1f} s)")
+    progress(f"  {result.label:<38} {step:<10} {status:>16}  ({time.monotonic() - began:.1f} s)")
     return value
 
 
@@ -216,7 +216,7 @@ def _executor_ratios(results: list[ExecutorResult]) -> tuple[float | None, float
     stdlib, ours = by.get("stdlib"), by.get("pressure")
     if stdlib is None or ours is None:
         return None, None
-    return _ratio(ours.noop_per_s, stdlib.noop_per_s), _ratio(stdlib.cpu_s, ours.cpu_s)
+    return ratio(ours.noop_per_s, stdlib.noop_per_s), ratio(stdlib.cpu_s, ours.cpu_s)
 
 
 def format_executor_table(results: list[ExecutorResult]) -> list[str]:
@@ -228,12 +228,12 @@ def format_executor_table(results: list[ExecutorResult]) -> list[str]:
     for r in results:
         rows.append((
             r.label,
-            "error" if r.noop_per_s is None and r.error else _fmt(r.noop_per_s),
-            _fmt(_ratio(r.noop_per_s, stdlib.noop_per_s if stdlib else None), 2, "x"),
-            "error" if r.cpu_s is None and r.error else _fmt(r.cpu_s, 2),
-            _fmt(_ratio(stdlib.cpu_s if stdlib else None, r.cpu_s), 2, "x"),
+            "error" if r.noop_per_s is None and r.error else fmt(r.noop_per_s),
+            fmt(ratio(r.noop_per_s, stdlib.noop_per_s if stdlib else None), 2, "x"),
+            "error" if r.cpu_s is None and r.error else fmt(r.cpu_s, 2),
+            fmt(ratio(stdlib.cpu_s if stdlib else None, r.cpu_s), 2, "x"),
         ))
-    return _render(rows)
+    return render_table(rows)
 
 
 def format_executor_goals(results: list[ExecutorResult]) -> list[str]:
@@ -241,8 +241,8 @@ def format_executor_goals(results: list[ExecutorResult]) -> list[str]:
     noop, cpu = _executor_ratios(results)
     return [
         "goals (executor):",
-        _goal_line("pressure.Executor no-op >= 0.5x ProcessPoolExecutor", noop, 0.5),
-        _goal_line("pressure.Executor CPU-bound within 10% (>= 0.9x)", cpu, 0.9),
+        goal_line("pressure.Executor no-op >= 0.5x ProcessPoolExecutor", noop, 0.5),
+        goal_line("pressure.Executor CPU-bound within 10% (>= 0.9x)", cpu, 0.9),
     ]
 
 
@@ -250,13 +250,13 @@ def print_executor_report(results: list[ExecutorResult], config: BenchConfig) ->
     """The executor section: settings, table, errors, goals."""
     print()
     print(f"executors: {config.workers} worker processes each (multiprocessing "
-          f"'{EXECUTOR_START_METHOD}'), started and warmed up before measuring{_rounds(config)}")
+          f"'{EXECUTOR_START_METHOD}'), started and warmed up before measuring{rounds_note(config)}")
     print(f"  no-op: {config.executor_tasks:,} tasks submitted, then waited for; CPU-bound: "
           f"{config.cpu_tasks:,} tasks, each SHA-256 of {config.cpu_mb:,} MiB (wall time)")
-    _print_lines(format_executor_table(results))
+    print_lines(format_executor_table(results))
     errors = [f"  - {r.label} {r.error}" for r in results if r.error]
     if errors:
-        _print_lines(errors, "notes:")
-    _print_lines(format_executor_goals(results))
+        print_lines(errors, "notes:")
+    print_lines(format_executor_goals(results))
 
 

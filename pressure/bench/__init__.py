@@ -1,0 +1,80 @@
+"""``python -m pressure bench``: pressure.Queue and pressure.Executor against their baselines.
+
+Queues and executors by default, on one machine and one Redis server:
+``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
+only the batches, ``--spark`` only the Spark data source.
+
+**Queues.** For each transport the benchmark starts one producer process and one consumer
+process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
+payloads through it, in two phases:
+
+* **throughput** - ``--count`` messages as fast as the producer can put them;
+  the rate is ``count / (last get - start)``, where both processes leave a
+  common start barrier together (after a short warm-up that opens the
+  connections and loads the Lua scripts); with ``--repeat R`` the transports
+  take turns for R rounds and each one's best round is reported;
+* **latency** - ``--latency-count`` messages paced at ``--rate`` per second;
+  each payload starts with the producer's ``time.monotonic_ns()`` (CLOCK_MONOTONIC,
+  which every process on a Linux host shares), so the consumer measures
+  put-to-get latency directly. p50 and p99 are reported.
+
+The transports:
+
+1. ``pressure.Queue`` unbounded (``maxsize=0``), ``serializer="bytes"``;
+2. ``pressure.Queue`` with ``maxsize=--maxsize``;
+3. raw redis-py ``LPUSH`` / ``BRPOP`` on a plain list - the baseline;
+4. ``multiprocessing.Queue``;
+5. "spec literal": the protocol's reference command sequence, one Redis
+   command per round trip, as ``pressure.testing.spec_client`` runs it (the
+   literal client the compatibility kit tests against; only the errata that
+   make a literal client unusable are fixed) - 12 round trips per put and 11
+   per get (with a bound of 0, Get re-arms ``:not_full`` without an ``LLEN``).
+
+Results come back to the parent over ``multiprocessing`` pipes, never through
+the transport being measured.
+
+**Executors** (``pressure.bench.executor``): ``pressure.Executor`` against
+``concurrent.futures.ProcessPoolExecutor``, no-op tasks/s and CPU-bound wall time.
+
+**Batches** (``pressure.bench.batch``, opt-in with ``--batch``, which runs only it: it takes
+about a minute per round): ``put_many``/``get_many`` against raw redis-py batches and
+``multiprocessing.Queue``, for several batch and payload sizes, 1x1 and 2x2 processes; plus
+single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per queued item.
+
+**Spark** (``pressure.bench.spark``, opt-in with ``--spark``, which runs only it; needs the
+``spark`` extra and Java): the ``pressure`` data source's writer and readers against raw
+redis-py LPUSH/RPOP batches run from Spark tasks, rows/s in one local SparkSession.
+
+Nothing is flushed: every queue, list and executor has a unique (uuid) name
+and its keys are deleted afterwards. Without ``--url`` the benchmark uses
+``REDIS_URL`` if it answers, else starts a private ``redis-server``
+(``pressure.testing.RedisServer``) and stops it at the end.
+
+The exit status is 0 whether or not the goals are met: this is a report.
+"""
+
+from __future__ import annotations
+
+from ._cli import add_arguments as add_arguments
+from ._cli import build_parser as build_parser
+from ._cli import config_from_args as config_from_args
+from ._cli import main as main
+from ._cli import run as run
+from ._harness import BenchConfig as BenchConfig
+from ._harness import PhaseResult as PhaseResult
+
+__all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "config_from_args", "main", "run"]
+
+# The subpackage (its docstring above is the --help text, so the map lives here):
+#   __init__   this map and the public names
+#   _cli       the options (add_arguments, config_from_args) and main, which runs the sections
+#   _harness   what every section shares: BenchConfig, the constants, the producer/consumer
+#              phase runner and its Transport, the server choice, the report helpers;
+#              it imports no section
+#   queues     the queue section: the five transports, their table and goals
+#   batch      --batch: put_many/get_many cells, single items (queues' transports), memory
+#   executor   --executor: pressure.Executor against ProcessPoolExecutor
+#   spark      --spark: the Spark data source against raw redis-py from Spark tasks
+#   __main__   python -m pressure.bench
+# Sections import _harness (and batch imports queues), never the package nor _cli nor each
+# other's private names; _cli imports queues and loads the other sections when they run.

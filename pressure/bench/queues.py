@@ -1,0 +1,280 @@
+"""The queue section of ``python -m pressure bench`` (by default, or alone with
+``--no-executor``): pressure.Queue, unbounded and bounded, against raw redis-py
+LPUSH/BRPOP, multiprocessing.Queue and the spec's literal command sequence; throughput and
+put-to-get latency, one producer process to one consumer process per transport. The
+options, the phases and the report framing are ``pressure.bench``'s (its docstring
+describes this section in full).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext
+from typing import Any, cast
+
+import redis
+
+from ..keys import QueueKeys
+from ..queue import Queue
+from ..testing.spec_client import SpecClient
+from ._harness import (GET_TIMEOUT, START_METHOD, BenchConfig, Get, Phase, PhaseResult, Put, Transport,
+                       best_round, delete_keys, fmt, goal_line, print_lines, ratio, render_table, rounds_note,
+                       timed_phase, unique_name)
+
+__all__ = [
+    "MultiprocessingTransport",
+    "PressureTransport",
+    "RawRedisTransport",
+    "SpecLiteralTransport",
+    "TransportResult",
+    "format_goals",
+    "format_notes",
+    "format_table",
+    "make_transports",
+    "print_report",
+    "run_all",
+]
+
+# -- results ----------------------------------------------------------------------
+
+
+@dataclass
+class TransportResult:
+    """Both phases of one transport."""
+
+    key: str
+    label: str
+    throughput: PhaseResult = field(default_factory=PhaseResult)
+    latency: PhaseResult = field(default_factory=PhaseResult)
+
+
+# -- transports -------------------------------------------------------------------
+
+
+class PressureTransport(Transport):
+    """``pressure.Queue`` with ``serializer="bytes"``."""
+
+    def __init__(self, url: str, maxsize: int) -> None:
+        self.url = url
+        self.maxsize = maxsize
+        self.key = "pressure" if maxsize == 0 else "pressure-bounded"
+        self.label = f"pressure.Queue maxsize={maxsize}"
+        self.queue: Queue[bytes] | None = None
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.queue = Queue(unique_name("q"), maxsize=self.maxsize, url=self.url, serializer="bytes")
+
+    def _queue(self) -> Queue[bytes]:
+        if self.queue is None:
+            raise RuntimeError("transport not set up")
+        return self.queue
+
+    def open_put(self) -> Put:
+        return self._queue().put
+
+    def open_get(self) -> Get:
+        return functools.partial(self._queue().get, True, GET_TIMEOUT)
+
+    def cleanup(self) -> None:
+        if self.queue is not None:
+            # protocol Delete: every key, the consumers' in-flight lists included; a consumer
+            # killed mid-run holds nothing delete() cannot take back
+            self.queue.delete()
+            self.queue.disconnect()
+
+
+def _raw_get(client: redis.Redis, key: str) -> bytes:
+    reply = client.brpop([key], timeout=int(GET_TIMEOUT))
+    if reply is None:
+        raise TimeoutError(f"BRPOP {key} timed out after {GET_TIMEOUT} s")
+    return cast(bytes, reply[1])
+
+
+class RawRedisTransport(Transport):
+    """The baseline: redis-py LPUSH / BRPOP on a plain list, one round trip each."""
+
+    key = "raw"
+    label = "redis-py LPUSH/BRPOP (raw)"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.list_key = ""
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.list_key = unique_name("raw")
+
+    def open_put(self) -> Put:
+        return functools.partial(redis.Redis.from_url(self.url).lpush, self.list_key)
+
+    def open_get(self) -> Get:
+        return functools.partial(_raw_get, redis.Redis.from_url(self.url), self.list_key)
+
+    def cleanup(self) -> None:
+        if self.list_key:
+            delete_keys(self.url, [self.list_key])
+
+
+class MultiprocessingTransport(Transport):
+    """``multiprocessing.Queue`` (unbounded): a pipe plus a feeder thread."""
+
+    key = "mp"
+    label = "multiprocessing.Queue"
+
+    def __init__(self) -> None:
+        self.queue: Any = None
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.queue = ctx.Queue()
+
+    def open_put(self) -> Put:
+        return self.queue.put  # type: ignore[no-any-return]
+
+    def open_get(self) -> Get:
+        return functools.partial(self.queue.get, True, GET_TIMEOUT)
+
+    def cleanup(self) -> None:
+        if self.queue is not None:
+            self.queue.close()
+
+
+class SpecLiteralTransport(Transport):
+    """The spec's command sequence on a queue created by ``pressure.Queue``: the literal
+    client of ``pressure.testing.spec_client`` (the one the compatibility kit tests
+    against), one Redis command per round trip."""
+
+    key = "spec"
+    label = "spec literal (1 cmd/RTT)"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.keys: QueueKeys | None = None
+        self.name = ""
+        self.prefix = ""
+
+    def setup(self, ctx: SpawnContext) -> None:
+        queue: Queue[bytes] = Queue(unique_name("spec"), maxsize=0, url=self.url, serializer="bytes")
+        self.keys, self.name, self.prefix = queue.keys, queue.name, queue.prefix
+        queue.disconnect()
+
+    def _client(self) -> SpecClient:
+        if self.keys is None:
+            raise RuntimeError("transport not set up")
+        return SpecClient(redis.Redis.from_url(self.url), self.name, self.prefix)
+
+    def open_put(self) -> Put:
+        return functools.partial(self._client().put, timeout=GET_TIMEOUT)
+
+    def open_get(self) -> Get:
+        return functools.partial(self._client().get, timeout=GET_TIMEOUT)
+
+    def cleanup(self) -> None:
+        if self.keys is not None:
+            delete_keys(self.url, self.keys.all_keys())
+
+
+def make_transports(url: str, maxsize: int) -> list[Callable[[], Transport]]:
+    """Factories for the five transports, in table order (a fresh one per phase)."""
+    return [
+        functools.partial(PressureTransport, url, 0),
+        functools.partial(PressureTransport, url, maxsize),
+        functools.partial(RawRedisTransport, url),
+        MultiprocessingTransport,
+        functools.partial(SpecLiteralTransport, url),
+    ]
+
+
+# -- the section ------------------------------------------------------------------
+
+
+def run_all(url: str, config: BenchConfig) -> list[TransportResult]:
+    """Throughput (best of ``repeat`` interleaved rounds), then latency, for every transport."""
+    ctx = multiprocessing.get_context(START_METHOD)
+    assert isinstance(ctx, SpawnContext)
+    throughput = Phase("throughput", config.count, config.size)
+    latency = Phase("latency", config.latency_count, config.size, rate=config.rate)
+    factories = make_transports(url, config.maxsize)
+    outcomes = [TransportResult(t.key, t.label) for t in (f() for f in factories)]
+    rounds: list[list[PhaseResult]] = [[] for _ in factories]
+    for _ in range(config.repeat):
+        for factory, outcome, done in zip(factories, outcomes, rounds, strict=True):
+            done.append(timed_phase(ctx, factory, outcome.label, throughput))
+    for factory, outcome, done in zip(factories, outcomes, rounds, strict=True):
+        outcome.throughput = best_round(done)
+        outcome.latency = timed_phase(ctx, factory, outcome.label, latency)
+    return outcomes
+
+
+# -- the report -------------------------------------------------------------------
+
+
+def _by_key(results: list[TransportResult]) -> dict[str, TransportResult]:
+    return {r.key: r for r in results}
+
+
+def format_table(results: list[TransportResult]) -> list[str]:
+    """The results table, one row per transport."""
+    raw = _by_key(results).get("raw")
+    raw_rate = raw.throughput.msgs_per_s if raw else None
+    raw_p99 = raw.latency.p99_us if raw else None
+    header = ("transport", "msgs/s", "vs raw", "p50 µs", "p99 µs", "p99 vs raw")
+    rows = [header]
+    for r in results:
+        rows.append((
+            r.label,
+            "error" if r.throughput.error else fmt(r.throughput.msgs_per_s),
+            fmt(ratio(r.throughput.msgs_per_s, raw_rate), 2, "x"),
+            "error" if r.latency.error else fmt(r.latency.p50_us),
+            "error" if r.latency.error else fmt(r.latency.p99_us),
+            fmt(ratio(r.latency.p99_us, raw_p99), 2, "x"),
+        ))
+    return render_table(rows)
+
+
+def format_notes(results: list[TransportResult], config: BenchConfig) -> list[str]:
+    """Errors, and transports whose producer could not keep up with --rate."""
+    notes = []
+    for r in results:
+        for phase in ("throughput", "latency"):
+            result: PhaseResult = getattr(r, phase)
+            if result.error:
+                notes.append(f"{r.label} {phase}: {result.error.strip().splitlines()[-1]}")
+        achieved = r.latency.achieved_rate
+        if achieved is not None and achieved < 0.95 * config.rate:
+            notes.append(f"{r.label}: the producer managed only {achieved:,.0f} msgs/s of the "
+                         f"{config.rate:,.0f}/s asked, so its latencies include queueing")
+    return notes
+
+
+def format_goals(results: list[TransportResult], maxsize: int) -> list[str]:
+    """The three throughput goals, each PASS or MISS."""
+    by = _by_key(results)
+
+    def rate(key: str) -> float | None:
+        return by[key].throughput.msgs_per_s if key in by else None
+
+    unbounded, bounded = rate("pressure"), rate("pressure-bounded")
+    return [
+        "goals (throughput):",
+        goal_line("pressure.Queue maxsize=0 >= 0.8x raw redis-py", ratio(unbounded, rate("raw")), 0.8),
+        goal_line(f"pressure.Queue maxsize={maxsize} >= 0.7x raw redis-py",
+                   ratio(bounded, rate("raw")), 0.7),
+        goal_line("pressure.Queue maxsize=0 >= 10x spec literal", ratio(unbounded, rate("spec")), 10.0),
+    ]
+
+
+def print_report(results: list[TransportResult], config: BenchConfig) -> None:
+    """The queue section: settings, table, notes, goals."""
+    print()
+    print(f"queues: 1 producer process -> 1 consumer process per transport "
+          f"(multiprocessing '{START_METHOD}'), {config.size}-byte payloads")
+    print(f"  throughput: {config.count:,} messages as fast as possible{rounds_note(config)}; "
+          f"latency: {config.latency_count:,} messages at {config.rate:,.0f}/s (put -> get)")
+    print_lines(format_table(results))
+    notes = format_notes(results, config)
+    if notes:
+        print_lines([f"  - {note}" for note in notes], "notes:")
+    print_lines(format_goals(results, config.maxsize))
+

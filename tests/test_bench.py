@@ -1,0 +1,72 @@
+"""The benchmark's parts that need no benchmark run: the queue section's "spec literal"
+transport (the runs themselves are in test_examples.py)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from multiprocessing.context import SpawnContext
+
+import pytest
+import redis
+
+from pressure.bench import queues
+from pressure.testing import RedisServer
+
+
+def _ctx() -> SpawnContext:
+    ctx = multiprocessing.get_context("spawn")
+    assert isinstance(ctx, SpawnContext)
+    return ctx
+
+
+@pytest.fixture
+def spec_transport(url: str) -> Iterator[queues.SpecLiteralTransport]:
+    transport = queues.SpecLiteralTransport(url)
+    transport.setup(_ctx())
+    yield transport
+    transport.cleanup()
+
+
+def test_spec_literal_put_that_times_out_on_a_full_queue_gives_the_producer_role_back(
+        spec_transport: queues.SpecLiteralTransport, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put whose wait for ``:not_full`` runs out returns ``:producer_free`` (the literal
+    client's erratum P1), so the queue is not left with no producer token for good."""
+    monkeypatch.setattr(queues, "GET_TIMEOUT", 0.5)
+    keys = spec_transport.keys
+    assert keys is not None
+    r.delete(keys.not_full)  # no permit: what a producer meets on a full queue
+    put = spec_transport.open_put()
+    with pytest.raises(Exception):  # noqa: B017 - the spec client's QueueFull
+        put(b"x" * 16)
+    assert r.llen(keys.producer_free) == 1
+    assert r.llen(keys.base) == 0
+
+
+def _commands(admin: redis.Redis) -> int:
+    """Commands the server ran since the last CONFIG RESETSTAT, the admin's own excluded."""
+    stats = admin.info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items()
+               if not k.startswith(("cmdstat_info", "cmdstat_config")))  # CONFIG|RESETSTAT too
+
+
+def test_spec_literal_round_trips_per_put_and_get_are_as_documented() -> None:
+    """The spec literal transport sends one command per round trip: 12 per put and 11 per
+    get on its unbounded queue (the docstring of pressure.bench says so)."""
+    with RedisServer() as server:
+        transport = queues.SpecLiteralTransport(server.url)
+        transport.setup(_ctx())
+        admin = redis.Redis.from_url(server.url)
+        try:
+            put, get = transport.open_put(), transport.open_get()
+            put(b"warm-up" * 2)
+            assert get() == b"warm-up" * 2  # both connections are open now
+            counts = []
+            for operation in (lambda: put(b"p" * 16), get):
+                admin.config_resetstat()
+                operation()
+                counts.append(_commands(admin))
+            assert counts == [12, 11]
+        finally:
+            transport.cleanup()
+            admin.close()

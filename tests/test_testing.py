@@ -1,0 +1,70 @@
+"""pressure.testing: the pytest plugin works in a user's own test suite, as its docstring says."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+#: A user's suite: a conftest enabling the plugin and tests using each fixture.
+_CONFTEST = 'pytest_plugins = ["pressure.testing.pytest_plugin"]\n'
+_TESTS = '''
+import json
+import os
+
+import redis
+
+import pressure
+
+
+def test_session_server(redis_server, redis_url):
+    assert redis_url == redis_server.url
+    q = pressure.Queue("plugin-q", 2, url=redis_url)
+    q.put("a")
+    assert q.get() == "a"
+    q.delete()
+    q.disconnect()
+
+
+def test_factory_server_survives_a_restart_with_aof(redis_server, redis_server_factory):
+    server = redis_server_factory(appendonly=True)
+    assert server.port != redis_server.port
+    client = redis.Redis.from_url(server.url)
+    client.set("kept", "yes")
+    server.restart()
+    assert client.get("kept") == b"yes"
+    client.close()
+    with open(os.environ["PLUGIN_REPORT"], "w") as f:
+        json.dump({"port": server.port, "dir": server.dir, "session_port": redis_server.port}, f)
+'''
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def test_pytest_plugin_fixtures_in_a_users_suite(tmp_path: Path) -> None:
+    """A suite enabling the plugin gets a session server and a factory; after the run every
+    server the fixtures started is stopped and its directory removed."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "conftest.py").write_text(_CONFTEST)
+    (suite / "test_user.py").write_text(textwrap.dedent(_TESTS))
+    report = tmp_path / "report.json"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+                         cwd=suite, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PLUGIN_REPORT": str(report)})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 passed" in out.stdout
+    seen = json.loads(report.read_text())
+    assert not Path(seen["dir"]).exists()
+    assert not _answers(seen["port"]) and not _answers(seen["session_port"])
