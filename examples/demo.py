@@ -56,7 +56,7 @@ except ImportError:  # running from a source checkout without installing it
     import pressure
 
 from pressure.connection import ConnectionConfig
-from pressure.server import RedisServer, ServerUnavailable
+from pressure.testing import RedisServer, ServerUnavailable
 
 #: How long the demo waits for a PING before deciding nothing answers.
 PING_TIMEOUT = 1.0

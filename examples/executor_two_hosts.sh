@@ -7,9 +7,27 @@
 # redelivered after --visibility-timeout instead of at once.
 #
 #   REDIS_URL=redis://127.0.0.1:6379/0 sh examples/executor_two_hosts.sh
+#
+# The interpreter: $PYTHON if set, else the active virtualenv's, else this project's .venv
+# (made by the README's setup command; it need not be activated), else python3.
 set -eu
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+has_pressure() { "$1" -c 'import pressure' >/dev/null 2>&1; }
+if [ -z "${PYTHON:-}" ]; then
+    if [ -n "${VIRTUAL_ENV:-}" ] && has_pressure "$VIRTUAL_ENV/bin/python"; then
+        PYTHON=$VIRTUAL_ENV/bin/python
+    elif has_pressure "$PWD/.venv/bin/python"; then
+        PYTHON=$PWD/.venv/bin/python
+    else
+        PYTHON=python3
+    fi
+fi
+if ! has_pressure "$PYTHON"; then
+    echo "$0: $PYTHON cannot import pressure. Run the README's setup here" \
+         "(python3 -m venv .venv && .venv/bin/python -m pip install -e .)," \
+         "or set PYTHON=/path/to/a/python/with/pressure" >&2
+    exit 1
+fi
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
 export PYTHONPATH=examples  # workers import the task functions from executor_after.py
 

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a source checkout
 import pressure
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
 
 LINES, WORKERS, MAXSIZE, BATCH = 20_000, 3, 200, 100
 VOCABULARY = ("pressure queue spark redis worker batch stream bound block wait put get row "

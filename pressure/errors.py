@@ -11,9 +11,12 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     ├── QueueExistsError(PressureError, ValueError)   # maxsize contradicts the stored bound
     ├── SerializationError(PressureError, ValueError) # item could not be (de)serialized
     │   └── DeserializationError                      # carries the raw bytes
+    ├── ItemTooLarge(PressureError, ValueError)       # larger than the server accepts: not sent
     ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
     ├── BackendError(PressureError)                   # Redis failed; redis error on __cause__
-    │   └── OutcomeUnknown                            # the command may or may not have run
+    │   ├── OutcomeUnknown                            # the command may or may not have run
+    │   ├── AuthenticationError                       # password missing or refused: nothing ran
+    │   └── PermissionDenied                          # the ACL user may not: nothing ran
     └── BrokenExecutor(PressureError, concurrent.futures.BrokenExecutor)
         └── WorkerLost                                # a task's workers died max_attempts times
 
@@ -35,9 +38,12 @@ __all__ = [
     "QueueExistsError",
     "SerializationError",
     "DeserializationError",
+    "ItemTooLarge",
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "AuthenticationError",
+    "PermissionDenied",
     "BrokenExecutor",
     "WorkerLost",
 ]
@@ -94,6 +100,20 @@ class DeserializationError(SerializationError):
         return str(self.args[0])
 
 
+class ItemTooLarge(PressureError, ValueError):
+    """Raised when a serialized item is larger than the server accepts as one argument (its
+    ``proto-max-bulk-len``, 512 MiB by default): checked before sending, so nothing is put.
+    ``size`` and ``limit`` are in bytes."""
+
+    def __init__(self, message: str, size: int = 0, limit: int = 0) -> None:
+        super().__init__(message, size, limit)
+        self.size = size
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class ProtocolError(PressureError):
     """Raised when the queue's keys hold something the pressure protocol does not allow."""
 
@@ -104,6 +124,16 @@ class BackendError(PressureError):
 
 class OutcomeUnknown(BackendError):
     """Raised when the connection broke after a command was sent: it may or may not have run."""
+
+
+class AuthenticationError(BackendError):
+    """Raised when the server refuses the connection's credentials (a missing or wrong password,
+    an unknown or disabled user): the command did not run. The password is never shown."""
+
+
+class PermissionDenied(BackendError):
+    """Raised when the server's ACL does not let the connection's user run a command or touch
+    a key: the command was refused, so it did not run."""
 
 
 class BrokenExecutor(PressureError, _futures.BrokenExecutor):

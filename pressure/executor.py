@@ -15,8 +15,15 @@ task (claim.lua / cancel.lua decide atomically), so a cancelled future never
 runs anywhere.
 
 A worker killed mid-task leaves the task in flight; it is delivered again to
-another worker (at least once), and after ``max_attempts`` deliveries its
-future fails with ``WorkerLost`` naming the task.
+another worker (at least once), and after ``max_attempts`` starts its future
+fails with ``WorkerLost`` naming the task.
+
+Submitting rides out a Redis outage: tasks wait in the executor (in order)
+and are sent once Redis answers; only an outage longer than ``OUTAGE_LIMIT``
+fails the futures still waiting, with the BackendError. Every task is marked
+in Redis (submit.lua) in the same round trip as its put, just before it: a put
+retried after a lost reply may leave a second copy in the queue, which workers
+recognize by the mark and drop (claim.lua), so it does not run twice.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import concurrent.futures
 import functools
 import itertools
 import logging
+import numbers
+import operator
 import os
 import pickle
 import threading
@@ -39,10 +48,12 @@ from typing import Any
 
 import redis
 
-from .connection import Backend, ConnectionConfig
-from .errors import BackendError, BrokenExecutor, Empty, PressureError, QueueDoesNotExist, ShutDown
+from .connection import Backend, ConnectionConfig, PackedScript
+from .errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
+                     PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
 from .keys import ExecutorKeys, resolve_prefix
-from .queue import Queue
+from .outage import Complaint
+from .queue import MAX_BOUND, Queue, _seconds
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]
@@ -52,8 +63,14 @@ logger = logging.getLogger("pressure")
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
 _POLL = 0.25
-#: The most results read (and their claims forgotten) in one round trip.
+#: The most results read, or tasks sent, in one round trip.
 _CLAIM_BATCH = 256
+#: How long submitted tasks wait for an unreachable Redis (seconds without one successful
+#: send) before the futures still waiting fail with the BackendError. Shorter outages (a
+#: restart) cost a delay, never a future.
+OUTAGE_LIMIT = 60.0
+#: The first and the longest wait between two tries to reach Redis while it is down.
+_BACKOFF_FIRST, _BACKOFF_LONGEST = 0.05, 1.0
 
 _cores: weakref.WeakSet[_Core] = weakref.WeakSet()
 _exiting = threading.Event()
@@ -83,9 +100,9 @@ class ExecutorStatistics:
     done: int
     #: Tasks finished by raising.
     failed: int
-    #: Deliveries of a task after its first (its worker died or vanished).
+    #: Starts of a task after its first (its worker died or vanished).
     retried: int
-    #: Tasks given up after ``max_attempts`` deliveries (their futures got WorkerLost).
+    #: Tasks given up after ``max_attempts`` starts (their futures got WorkerLost).
     lost: int
     #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
     workers: tuple[str, ...]
@@ -108,6 +125,24 @@ def _chain(lists: Iterator[list[Any]]) -> Iterator[Any]:
             yield chunk.pop()
 
 
+#: Errors that no retry can mend: the sender gives up on waiting tasks at once.
+_REFUSED = (AuthenticationError, PermissionDenied)
+
+
+@dataclass(eq=False)
+class _Outgoing:
+    """A submitted task on its way to the task queue (the sender thread puts it)."""
+
+    task: Task
+    future: _TaskFuture
+    #: Set once the task is sent, or its future failed (a bounded submit waits for it).
+    sent: threading.Event | None
+    #: A put of it failed after it was sent: it may be in Redis already.
+    maybe_sent: bool = False
+    #: Cancelled before it was sent: the sender drops it.
+    cancelled: bool = False
+
+
 class _TaskFuture(Future):  # type: ignore[type-arg]
     """A Future whose ``cancel()`` first makes sure, in Redis, that no worker runs it."""
 
@@ -120,13 +155,18 @@ class _TaskFuture(Future):  # type: ignore[type-arg]
         with self._condition:
             if self._state != "PENDING":
                 return super().cancel()
-        if self._core._cancel_task(self._task_id):
+        cancelled = self._core._cancel_task(self._task_id)
+        if cancelled:
             if super().cancel():
                 # no worker will ever run it (Redis said so): tell wait() and as_completed() now
                 self.set_running_or_notify_cancel()
             return True
-        self._started()
-        return super().cancel()
+        if cancelled is False:
+            self._started()
+        # not confirmed (being sent, finished, or Redis unreachable): it may run, so it is
+        # not cancelled; True only if it was cancelled already
+        with self._condition:
+            return self._state in ("CANCELLED", "CANCELLED_AND_NOTIFIED")
 
     def _started(self) -> None:
         """A worker has started the task: the future is running."""
@@ -174,7 +214,9 @@ class _Core:
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
         self._bounded = max_pending is not None and max_pending > 0
-        self._outbox: collections.deque[Task] = collections.deque()
+        # submitted tasks not sent yet, in order; by id, those not being sent right now
+        self._outbox: collections.deque[_Outgoing] = collections.deque()
+        self._unsent: dict[str, _Outgoing] = {}
         self._outbox_ready = threading.Condition()
         self._sender: threading.Thread | None = None
         self._id = uuid.uuid4().hex[:12]
@@ -217,17 +259,22 @@ class _Core:
             self._futures.pop(task_id, None)
             future.set_exception(exc)
             return future
-        task = Task(task_id, self._results.name, self._max_attempts, body)
-        if self._bounded:
-            try:  # backpressure: block while the task queue is full
-                self._tasks.put(task)
+        # the sender thread batches puts (one round trip for many) and rides out outages
+        entry = _Outgoing(Task(task_id, self._results.name, self._max_attempts, body), future,
+                          threading.Event() if self._bounded else None)
+        with self._outbox_ready:
+            self._outbox.append(entry)
+            self._unsent[task_id] = entry
+            self._outbox_ready.notify()
+        if entry.sent is not None:
+            try:  # backpressure: block while the task queue is full (the sender waits for room)
+                entry.sent.wait()
             except BaseException:
+                with self._outbox_ready:
+                    if self._unsent.pop(task_id, None) is entry:
+                        entry.cancelled = True
                 self._futures.pop(task_id, None)
                 raise
-        else:
-            with self._outbox_ready:  # the sender thread batches puts: one round trip for many
-                self._outbox.append(task)
-                self._outbox_ready.notify()
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -268,57 +315,182 @@ class _Core:
     # -- the result thread --------------------------------------------------------
 
     def _start(self) -> None:
-        """On first use (lock held): local workers if needed, and the result thread."""
+        """On first use (lock held): the result thread (which starts local workers if
+        needed) and the sender thread."""
         if self._thread is not None:
             return
-        if self._local_workers or (self._local_workers is None and self.workers_alive() == 0):
-            self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
-                                    processes=self._max_workers,
-                                    visibility_timeout=self._visibility_timeout,
-                                    initializer=self._initializer, initargs=self._initargs,
-                                    mp_context=self._mp_context).start()
         self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
         self._thread.start()
-        if not self._bounded:
-            self._sender = threading.Thread(target=self._send, name=f"pressure-submit-{self._id}",
-                                            daemon=True)
-            self._sender.start()
+        self._sender = threading.Thread(target=self._send, name=f"pressure-submit-{self._id}",
+                                        daemon=True)
+        self._sender.start()
+
+    def _start_workers(self) -> None:
+        """Local worker processes, if wanted: ``local_workers=True``, or None and no worker of
+        this name is alive anywhere (asked again while Redis cannot be reached, until it can
+        or nothing is pending any more)."""
+        if self._local_workers is False:
+            return
+        if self._local_workers is None:
+            complaint = Complaint(logger, f"pressure executor {self._name!r}: looking for workers")
+            while True:
+                try:
+                    if self.workers_alive():
+                        return
+                    break
+                except BackendError as exc:
+                    complaint.failed(exc)
+                    with self._lock:
+                        if self._broken is not None or not self._futures:
+                            return
+                    time.sleep(_POLL)
+        self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
+                                processes=self._max_workers,
+                                visibility_timeout=self._visibility_timeout,
+                                initializer=self._initializer, initargs=self._initargs,
+                                mp_context=self._mp_context).start()
 
     def _send(self) -> None:
+        """The sender thread (see _send_all); if it fails, the executor is broken."""
+        try:
+            self._send_all()
+        except BaseException as exc:
+            logger.exception("pressure executor %r: the sender thread failed", self._name)
+            self._break(f"the sender thread failed: {exc!r}")
+
+    def _send_all(self) -> None:
         """Put submitted tasks into the task queue, as many per round trip as are waiting,
-        in submission order, until the executor is cleaned up."""
+        in submission order, until the executor is cleaned up. While Redis cannot be
+        reached, they wait and are sent again (backing off up to a second), for
+        OUTAGE_LIMIT seconds at most."""
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: sending tasks")
+        backoff = _BACKOFF_FIRST
         while True:
             with self._outbox_ready:
                 while not self._outbox and not self._cleaned:
                     self._outbox_ready.wait()
-                if not self._outbox:
+                if self._cleaned:
+                    for entry in self._outbox:
+                        if entry.sent is not None:
+                            entry.sent.set()
                     return
-                batch = [self._outbox.popleft() for _ in range(min(len(self._outbox), _CLAIM_BATCH))]
+                batch: list[_Outgoing] = []
+                while self._outbox and len(batch) < _CLAIM_BATCH:
+                    entry = self._outbox.popleft()
+                    self._unsent.pop(entry.task.id, None)
+                    if not entry.cancelled:
+                        batch.append(entry)
+            if not batch:
+                continue
+            rest, error = self._send_batch(batch)
+            del batch, entry  # no reference to a future outlives its sending (as_completed frees them)
+            if error is None:
+                complaint.succeeded()
+                backoff = _BACKOFF_FIRST
+                continue
+            complaint.failed(error)
+            with self._outbox_ready:
+                # refused for good (a password, an ACL): no outage to ride out
+                if complaint.failing_for > OUTAGE_LIMIT or isinstance(error, _REFUSED):  # give up
+                    rest += self._outbox
+                    self._outbox.clear()
+                    self._unsent.clear()
+                else:  # back to the front, in order; wait a little (longer each time)
+                    self._outbox.extendleft(reversed(rest))
+                    self._unsent.update((entry.task.id, entry) for entry in rest)
+                    rest = []
+                    deadline = time.monotonic() + backoff
+                    while not self._cleaned and time.monotonic() < deadline:
+                        self._outbox_ready.wait(deadline - time.monotonic())
+            for failed in rest:
+                self._fail(failed, self._outage_error(failed, error))
+            del rest
+            backoff = min(backoff * 2, _BACKOFF_LONGEST)
+
+    def _outage_error(self, entry: _Outgoing, error: PressureError) -> BackendError:
+        """Why a task was given up on after OUTAGE_LIMIT seconds of outage: BackendError,
+        or OutcomeUnknown if a put of it may have run (then it may run yet); a refusal for
+        good (AuthenticationError, PermissionDenied) as it is."""
+        if isinstance(error, _REFUSED):
+            return error
+        text = (f"pressure executor {self._name!r}: Redis could not be reached for "
+                f"{OUTAGE_LIMIT:g} s, the task was not sent ({error})")
+        failure = OutcomeUnknown(text + "; an earlier try may have queued it") if entry.maybe_sent \
+            else BackendError(text)
+        failure.__cause__ = error
+        return failure
+
+    def _send_batch(self, batch: list[_Outgoing]) -> tuple[list[_Outgoing], PressureError | None]:
+        """Mark and put tasks (one round trip; the patient way, one by one, those that find
+        the queue full). Returns the tasks left to send again and why: Redis failed (their
+        puts may have run if the error is OutcomeUnknown: ``maybe_sent``)."""
+        tasks = self._tasks
+        puts = []
+        for entry in list(batch):
             try:
-                replies = self._tasks._backend.pipeline([self._tasks._put_call(t) for t in batch])
-            except PressureError as exc:  # nothing of the batch is known to be queued
-                replies = [exc] * len(batch)
-            for task, reply in zip(batch, replies):
-                if isinstance(reply, int) and reply in (-1, -2):
-                    try:  # full after all, or a plain spec client mid-put: the patient way
-                        self._tasks.put(task)
-                        continue
-                    except PressureError as exc:
-                        reply = exc
-                if isinstance(reply, int) and reply < 0:
-                    reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
-                        if reply == -4 else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
-                if isinstance(reply, BaseException):
-                    future = self._futures.pop(task.id, None)
-                    if future is not None and not future.done():
-                        future.set_exception(reply)
+                puts.append(tasks._put_call(entry.task))
+            except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
+                batch.remove(entry)
+                self._fail(entry, exc)
+        if not batch:
+            return [], None
+        ids: list[bytes | str] = [entry.task.id for entry in batch]
+        calls = [(PackedScript("submit", (self._keys.claims,), 0, len(ids)), ids), *puts]
+        try:
+            marked, *replies = tasks._backend.pipeline(calls)
+        except OutcomeUnknown as exc:
+            for entry in batch:
+                entry.maybe_sent = True
+            return batch, exc
+        except BackendError as exc:
+            return batch, exc
+        if isinstance(marked, redis.RedisError):
+            replies = [marked] * len(batch)
+        for i, (entry, reply) in enumerate(zip(batch, replies)):
+            if isinstance(reply, int) and reply in (-1, -2):
+                try:  # full, or a plain spec client mid-put: the patient way
+                    tasks.put(entry.task)
+                    reply = 0
+                except OutcomeUnknown as exc:
+                    entry.maybe_sent = True
+                    return batch[i:], exc
+                except BackendError as exc:
+                    return batch[i:], exc
+                except PressureError as exc:
+                    reply = exc
+            if isinstance(reply, int) and reply >= 0:
+                if entry.sent is not None:
+                    entry.sent.set()
+                continue
+            if isinstance(reply, redis.RedisError):
+                try:
+                    tasks._backend.raise_error(reply, "script put (a task)", True)
+                except PressureError as exc:
+                    reply = exc
+            elif isinstance(reply, int):
+                reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
+                    if reply == -4 else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
+            self._fail(entry, reply)
+        return [], None
+
+    def _fail(self, entry: _Outgoing, error: BaseException) -> None:
+        """A task could not be sent: its future fails with ``error``."""
+        self._futures.pop(entry.task.id, None)
+        try:
+            entry.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled meanwhile
+        if entry.sent is not None:
+            entry.sent.set()
 
     def _collect(self) -> None:
         """Complete futures from the result queue until shut down with nothing pending.
         Each batch of results is counted in Redis before its futures complete, so
         ``statistics()`` agrees with what a caller has seen finish."""
         last_look = 0.0
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: reading results")
         try:
+            self._start_workers()
             while True:
                 raw: list[bytes] = []
                 try:
@@ -331,8 +503,10 @@ class _Core:
                     self._break("the executor's result queue was deleted")
                     return
                 except BackendError as exc:  # results wait in Redis (a lost reply: in flight)
-                    logger.warning("pressure executor %r: reading results failed: %s", self._name, exc)
+                    complaint.failed(exc)
                     time.sleep(_POLL)
+                else:
+                    complaint.succeeded()
                 if raw:
                     self._complete_all(raw)
                 if not raw or time.monotonic() - last_look > 1.0:
@@ -340,7 +514,7 @@ class _Core:
                     try:
                         self._look_around()
                     except BackendError as exc:
-                        logger.warning("pressure executor %r: %s", self._name, exc)
+                        complaint.failed(exc)
                     with self._lock:
                         if (self._shutdown or _exiting.is_set()) and not self._futures:
                             return
@@ -348,11 +522,12 @@ class _Core:
             logger.exception("pressure executor %r: the result thread failed", self._name)
             self._break(f"the result thread failed: {exc!r}")
         finally:
-            self._cleanup()
+            self._cleanup(patience=OUTAGE_LIMIT)
 
     def _complete_all(self, messages: list[bytes]) -> None:
-        """Forget the finished tasks' claims and count their outcomes (one round trip), then
-        complete their futures."""
+        """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
+        counts once), then complete the futures. The tasks' claims are the workers' to remove
+        (settle.lua), when the tasks leave the queue."""
         outcomes: list[tuple[str, bool, Any]] = []
         for message in messages:
             task_id, _, data = message.partition(b"\n")
@@ -361,15 +536,16 @@ class _Core:
             except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
                 ok, value = False, exc
             outcomes.append((task_id.decode(), ok, value))
-        done = sum(ok for _, ok, _ in outcomes)
+        fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
+        done = sum(fresh.values())
         pipe = self._backend.client().pipeline(transaction=False)
-        pipe.hdel(self._keys.claims, *(task_id for task_id, _, _ in outcomes))
         if done:
             pipe.incrby(self._keys.done, done)
-        if len(outcomes) > done:
-            pipe.incrby(self._keys.failed, len(outcomes) - done)
+        if len(fresh) > done:
+            pipe.incrby(self._keys.failed, len(fresh) - done)
         try:
-            self._backend.call("count results", pipe.execute, mutating=True)
+            if fresh:
+                self._backend.call("count results", pipe.execute, mutating=True)
         except BackendError as exc:  # the results are ours all the same: complete the futures
             logger.warning("pressure executor %r: counting results failed: %s", self._name, exc)
         for tid, ok, value in outcomes:
@@ -405,27 +581,55 @@ class _Core:
             self._pool.check()
 
     def _break(self, reason: str) -> None:
-        """Fail every pending future with BrokenExecutor; later submits raise it."""
+        """Fail every pending future with BrokenExecutor; later submits raise it. Tasks not
+        sent yet never will be."""
         with self._lock:
             self._broken = reason
             pending = list(self._futures.values())
             self._futures.clear()
+        with self._outbox_ready:
+            for entry in self._outbox:
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()
+            self._unsent.clear()
         for future in pending:
             try:
                 future.set_exception(BrokenExecutor(reason))
             except concurrent.futures.InvalidStateError:
                 pass
 
-    def _cancel_task(self, task_id: str) -> bool:
-        """Cancel a task no worker has started; False if one has."""
-        if not self._backend.run("cancel", (self._keys.claims,), (task_id,)):
-            return False
+    def _cancel_task(self, task_id: str) -> bool | None:
+        """Cancel a task no worker has started: True if cancelled, False if a worker has started
+        it, None if it cannot be (it is being sent or has finished, or Redis cannot be reached).
+        A task not sent yet is simply not sent."""
+        with self._outbox_ready:
+            entry = self._unsent.get(task_id)
+            if entry is not None and not entry.maybe_sent:
+                del self._unsent[task_id]
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()  # a bounded submit waiting for it returns
+                self._futures.pop(task_id, None)
+                return True
+        try:
+            answer = self._backend.run("cancel", (self._keys.claims,), (task_id,))
+        except PressureError as exc:
+            logger.warning("pressure executor %r: cannot cancel task %s: %s", self._name, task_id, exc)
+            return None
+        if answer != 1:
+            return None if answer == -1 else False
+        with self._outbox_ready:
+            entry = self._unsent.pop(task_id, None)
+            if entry is not None:  # a put whose outcome was unknown: no need to send it again
+                entry.cancelled = True
         self._futures.pop(task_id, None)
         return True
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, patience: float = 0.0) -> None:
         """After the last result: stop local workers; remove the result queue, and an anonymous
-        executor's task queue and keys. Once."""
+        executor's task queue and keys (trying again for ``patience`` seconds while Redis
+        cannot be reached; then the keys are left, with a warning). Once."""
         with self._lock:
             if self._cleaned:
                 return
@@ -435,16 +639,25 @@ class _Core:
         if self._pool is not None:
             self._pool.stop()
             self._pool = None
-        try:
-            self._results.delete()
-        except ShutDown:
-            pass
+        steps = [self._results.delete]
         if self._anonymous:
+            steps += [self._tasks.delete, lambda: self._backend.call(
+                "delete the executor's keys", self._backend.client().delete, *self._keys.all_keys(),
+                mutating=True)]
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: cleaning up")
+        while steps:
             try:
-                self._tasks.delete()
+                steps[0]()
             except ShutDown:
-                pass
-            self._backend.client().delete(*self._keys.all_keys())
+                pass  # deleted already
+            except PressureError as exc:
+                complaint.failed(exc)
+                if complaint.failing_for >= patience:
+                    logger.warning("pressure executor %r: its keys are left in Redis", self._name)
+                    break
+                time.sleep(_POLL)
+                continue
+            steps.pop(0)
         self._results.disconnect()
         self._tasks.disconnect()
         self._backend.disconnect()
@@ -464,7 +677,7 @@ class Executor(concurrent.futures.Executor):
     starts them regardless, ``False`` never). ``initializer(*initargs)`` runs in
     every worker as it starts (workers that join from other hosts read it
     from Redis, so it must pickle there); if it fails, the executor is broken.
-    ``max_attempts`` bounds the deliveries of a task whose workers die;
+    ``max_attempts`` bounds the starts of a task whose workers die;
     ``max_pending`` bounds the task queue (``submit`` then blocks);
     ``visibility_timeout`` is how long a silent worker keeps its task (live
     workers renew it every second).
@@ -486,14 +699,31 @@ class Executor(concurrent.futures.Executor):
         visibility_timeout: float = 30.0,
         local_workers: bool | None = None,
     ) -> None:
+        # every argument is checked before the first round trip: a bad one creates nothing
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"executor name must be a str or None, not {type(name).__name__}")
+        if name == "":
+            raise ValueError("executor name must not be empty")
+        if prefix is not None and (not isinstance(prefix, str) or not prefix):
+            raise ValueError("prefix must be a non-empty string")
         if max_workers is None:
             max_workers = os.cpu_count() or 1
-        elif max_workers <= 0:
-            raise ValueError("max_workers must be greater than 0")
+        else:
+            if max_workers <= 0:  # ProcessPoolExecutor's test: its TypeError for a str, too
+                raise ValueError("max_workers must be greater than 0")
+            # and the TypeError it raises for a float ('... cannot be interpreted as an integer')
+            max_workers = int(operator.index(max_workers))
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+        if max_pending is not None:
+            if isinstance(max_pending, bool) or not isinstance(max_pending, numbers.Integral):
+                raise TypeError(f"max_pending must be an integer or None, not {type(max_pending).__name__}")
+            if max_pending > MAX_BOUND:
+                raise ValueError(f"max_pending must be at most {MAX_BOUND}, not {max_pending!r}")
+            max_pending = int(max_pending)
+        visibility_timeout = _seconds("visibility_timeout", visibility_timeout)
         config = ConnectionConfig.resolve(url, connection)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
                            initargs, max_attempts, max_pending, visibility_timeout, local_workers)

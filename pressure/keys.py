@@ -154,7 +154,8 @@ class ExecutorKeys:
     tasks: str
     #: The prefix of each executor's result queue name.
     results_prefix: str
-    #: Hash: task id -> 'cancel', or 'run:<starts>:<worker>' once a worker started it.
+    #: Hash: task id -> its state while it is in the task queue: 'q' submitted, 'cancel',
+    #: 'run:<starts>:<consumer>:<delivery>' started, 'lost:...' given up on (lua/claim.lua).
     claims: str
     #: Hash: worker id -> its last heartbeat, in ms (server time).
     workers: str

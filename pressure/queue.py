@@ -51,19 +51,27 @@ import numbers
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 import redis
 
 from . import identity, serializers
-from .connection import Backend, ConnectionConfig, PackedScript
+from .connection import (
+    SMALLEST_BULK_LIMIT,
+    Backend,
+    ConnectionConfig,
+    PackedScript,
+    pack_command,
+    refused_for_now,
+)
 from .errors import (
     BackendError,
     DeserializationError,
     Empty,
     Full,
+    OutcomeUnknown,
     PressureError,
     ProtocolError,
     QueueDoesNotExist,
@@ -86,6 +94,9 @@ _MIN_WAIT = 0.005
 _BATCH = 1000
 #: How often, at most, the clients of a queue sweep it for expired deliveries.
 _SWEEP_INTERVAL = 1.0
+#: How often a get on a closed, empty queue looks again whether others still hold items
+#: (an acknowledgement wakes nobody; an item given back wakes the waiter at once).
+_UNDRAINED_POLL = 0.1
 #: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
 #: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
 _EXIT_PRIORITY = -10
@@ -95,6 +106,8 @@ _SPEC_HOLDER_GRACE = 0.5
 
 # script results (see the headers in pressure/lua/)
 _DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
+#: closed and empty, but another consumer holds items that may come back (get.lua)
+_UNDRAINED = -8
 
 
 def _wait_time(slice_: float, deadline: float) -> float:
@@ -208,6 +221,8 @@ class Delivery(Generic[T]):
     #: The identifier of the consumer it was delivered to.
     consumer: str
     _queue: Queue[T] = field(repr=False)
+    #: A task_done() for it may have run (its reply was lost): another counts only if not.
+    _unsure: bool = field(default=False, repr=False)
 
     def ack(self) -> bool:
         """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
@@ -413,6 +428,9 @@ class Queue(Generic[T]):
                                else self._lease_ms)
         self._max_deliveries = str(options["max_deliveries"] or 0)
         self._unacked: collections.deque[Delivery[T]] = collections.deque()
+        self._drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (_drop_received)
+        #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
+        self._waited = True
         self._last_received: dict[str, list[str]] = {}
         self._record: tuple[int, str] = (-1, "")
         self._last_sweep = 0.0
@@ -432,9 +450,7 @@ class Queue(Generic[T]):
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
         self._put_keys = (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                          k.produced_messages, k.produced_bytes, k.consumer_free,
-                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease,
-                          k.redeliveries, k.delivery_seq)
+                          k.produced_messages, k.produced_bytes, k.waiter, k.lease, k.delivery_seq)
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
                           k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
                           k.redeliveries, k.delivery_seq)
@@ -602,6 +618,8 @@ class Queue(Generic[T]):
         raised and the queue is not touched.
         """
         payload = serializers.dumps(self._serializer, item)
+        if len(payload) >= SMALLEST_BULK_LIMIT:
+            self._backend.check_sizes([payload])
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         backend = self._backend
@@ -619,19 +637,21 @@ class Queue(Generic[T]):
         """Put several items into the queue, in order, many per round trip.
 
         Every item is serialized first: if one cannot be, SerializationError is raised and
-        nothing is put. Then as many as the bound leaves room for go in at once
-        (atomically: stats and tokens as for single puts), and the rest wait for room as
-        ``put`` waits, 'block' and 'timeout' meaning what they mean there (the timeout
-        covers the whole batch). If the queue stays full or is shut down before all are
-        in, Full or ShutDown is raised with ``items_put`` set to how many of the items
-        (the first ones) went in. Other producers' items may come between the batch's
-        round trips, never inside one.
+        nothing is put (ItemTooLarge likewise for one larger than the server accepts). Then as
+        many as the bound leaves room for go in at once (atomically: stats and tokens as for
+        single puts), and the rest wait for room as ``put`` waits, 'block' and 'timeout'
+        meaning what they mean there (the timeout covers the whole batch). If the queue stays
+        full or is shut down before all are in, Full or ShutDown is raised with ``items_put``
+        set to how many of the items (the first ones) went in. Other producers' items may come
+        between the batch's round trips, never inside one; a round trip carries at most 1000
+        items, and no more bytes than the server accepts for one item.
         """
         items = items if isinstance(items, (list, tuple)) else list(items)
         payloads = self._dumps_all(items)
         orders = None if self._KIND == "fifo" else [self._order_key(item) for item in items]
         if not payloads:
             return
+        self._backend.check_sizes(payloads)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         if self._pending_cancel:
@@ -675,7 +695,7 @@ class Queue(Generic[T]):
         client = None
         while True:
             if result is None:
-                count = min(len(payloads), _BATCH)
+                count = backend.batch_count(payloads, _BATCH)
                 args: list[bytes | str] = [self.client_id, payloads[0], "1" if negative else "0", took,
                                            self._keys.inbox_prefix, orders[0] if orders else b""]
                 # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
@@ -726,8 +746,11 @@ class Queue(Generic[T]):
     def _put_call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
         """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
         put.lua's: the new length, or a negative status to pass to ``put`` itself)."""
-        return self._put_command, [self.client_id, serializers.dumps(self._serializer, item), "0", "0",
-                                   self._keys.inbox_prefix, self._order_key(item)]
+        payload = serializers.dumps(self._serializer, item)
+        if len(payload) >= SMALLEST_BULK_LIMIT:
+            self._backend.check_sizes([payload])
+        return self._put_command, [self.client_id, payload, "0", "0", self._keys.inbox_prefix,
+                                   self._order_key(item)]
 
     # -- get ----------------------------------------------------------------------
 
@@ -741,7 +764,9 @@ class Queue(Generic[T]):
         Otherwise ('block' is false), return an item if one is immediately
         available, else raise the Empty exception ('timeout' is ignored
         in that case). Raises ShutDown if the queue has been shut down and
-        is empty. A payload that cannot be deserialized raises
+        is drained: empty, with nothing that other consumers hold left to come
+        back (until then it waits, or raises Empty, as on an open, empty queue).
+        A payload that cannot be deserialized raises
         DeserializationError carrying the raw bytes; the item goes to the
         dead-letter list.
 
@@ -770,21 +795,37 @@ class Queue(Generic[T]):
         if block:
             wait = _timeout_value(timeout)
             if wait is not None and wait < 0:
-                raise ValueError(_TIMEOUT_MESSAGE)
+                self._refuse_negative_timeout()
         if self._reliable:
             got = self._receive_more(max_items)
             if not got:
                 got = [self.receive(block, timeout)]
                 self._unacked.append(got[0])
                 if max_items > 1:
-                    got += self._receive_more(max_items - 1)
+                    got += self._more_after_first(self._receive_more, max_items - 1) or []
             return [delivery.item for delivery in got]
         items = self._take_batch(max_items)
         if not items:
-            items = [self.receive(block, timeout).item]
+            first = self._receive(block, timeout)  # kept in flight until the batch is in hand
+            items = [first.item]
             if max_items > 1:
-                items += self._take_batch(max_items - 1)
+                more = self._more_after_first(lambda n: self._take_batch(n, keep=True), max_items - 1)
+                if more is None:
+                    # what the lost reply took waits in our lists, with the first item, for our
+                    # next get's cancel to sort out: dropping them now would lose it
+                    return items
+                items += more
+        self._drop_received(self._consumer_id())
         return items
+
+    def _more_after_first(self, take: Callable[[int], list[Any]], n: int) -> list[Any] | None:
+        """What ``take(n)`` gets after get_many has received its first item, or None if it
+        fails: the first item is the caller's already (the failure, if it lasts, is raised by
+        the next call, and anything a lost reply took waits in this consumer's lists for it)."""
+        try:
+            return take(n)
+        except PressureError:
+            return None
 
     def get_nowait(self) -> T:
         """Remove and return an item from the queue without blocking.
@@ -801,7 +842,17 @@ class Queue(Generic[T]):
         ``Delivery.ack()`` (or ``release()``, or its visibility timeout passes,
         or this consumer dies). In the default mode it is acknowledged at once.
         """
+        delivery = self._receive(block, timeout)
+        if not self._reliable:
+            self._drop_received(delivery.consumer)
+        return delivery
+
+    def _receive(self, block: bool, timeout: float | None) -> Delivery[T]:
+        """``receive()``, except that a default-mode delivery stays in Redis (in flight) until
+        ``_drop_received``: one the process dies before returning is requeued."""
         wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            self._refuse_negative_timeout()
         if self._pending_cancel:
             self._retry_cancels()
         cid = self._consumer_id()
@@ -812,6 +863,26 @@ class Queue(Generic[T]):
         # default mode: received is acknowledged (this consumer's next get drops it)
         self._last_received[cid] = [delivery.id]
         return delivery
+
+    def _refuse_negative_timeout(self) -> NoReturn:
+        """A blocking get with a negative timeout: ValueError as queue.Queue raises it, after
+        the ShutDown it checks first (closed and empty), with one read-only round trip, so
+        no key changes (no consumer record, no wake-up entry, no sweep)."""
+        _, length, _, closed = self._info()
+        if closed and length == 0:
+            raise ShutDown(f"queue {self._name!r} is shut down")
+        raise ValueError(_TIMEOUT_MESSAGE)
+
+    def _drop_received(self, cid: str) -> None:
+        """Default mode: the items of this get are in hand, about to be returned: drop what
+        consumer ``cid`` holds in Redis (its in-flight list and held batch), without waiting
+        for the reply. Until then, a consumer that dies has them requeued; from then on they
+        are its own, as a queue.Queue get's are (if the command is lost, the next get drops them)."""
+        command = self._drop_commands.get(cid)
+        if command is None:
+            command = self._drop_commands[cid] = pack_command("DEL", self._keys.inflight(cid),
+                                                              self._keys.held(cid))
+        self._backend.post(command)
 
     def _delivery(self, cid: str, entry: bytes) -> Delivery[T]:
         """The Delivery of an entry this consumer received."""
@@ -827,29 +898,36 @@ class Queue(Generic[T]):
     def _receive_more(self, n: int) -> list[Delivery[T]]:
         """Up to ``n`` items (at most 1000) that are queued now, in one round trip (get.lua 'many');
         [] if there are none (or another consumer holds the role). Never waits. In reliable
-        mode each stays in flight until acknowledged, as after ``receive()``."""
+        mode each stays in flight until acknowledged, as after ``receive()``; in the default
+        mode they are acknowledged at once, as there."""
         cid, result = self._get_queued("many", n)
-        return self._deliveries(cid, result) if result else []
+        if not result:
+            return []
+        deliveries = self._deliveries(cid, result)
+        if not self._reliable:
+            self._drop_received(cid)  # in hand: acknowledged, as after receive()
+        return deliveries
 
-    def _get_queued(self, mode: str, n: int) -> tuple[str, list[bytes]]:
+    def _get_queued(self, mode: str, n: int, keep: bool = False) -> tuple[str, list[bytes]]:
         """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as
         (this consumer's id, the reply); the reply is [] if there are none (or another
-        consumer holds the role). Never waits."""
+        consumer holds the role). Never waits. ``keep`` ('batch'): leave what the in-flight
+        list holds (the first item of the same get_many)."""
         if self._pending_cancel:
             self._retry_cancels()
         cid = self._consumer_id()
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
         k = self._keys
-        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, "0", self._consumer_record(),
-                self._lease_ms, self.client_id, n)
+        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, "k" if keep else "0",
+                self._consumer_record(), self._lease_ms, self.client_id, n)
         try:
             result = self._backend.script(self._get_many_command, tail)
         except BackendError:
             self._pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
             raise
         if not isinstance(result, list):
-            if result in (_EMPTY, _BUSY):
+            if result in (_EMPTY, _BUSY, _UNDRAINED):
                 return cid, []
             self._raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
@@ -869,12 +947,13 @@ class Queue(Generic[T]):
             self._unacked.extend(deliveries)
         return deliveries
 
-    def _take_batch(self, n: int) -> list[T]:
+    def _take_batch(self, n: int, keep: bool = False) -> list[T]:
         """Up to ``n`` items (at most 1000) that are queued now, in one round trip, for get_many
         in the default mode (get.lua 'batch'): the items come as they are stored, with one
         header, and no Delivery is made. [] if there are none (or another consumer holds the
-        role). Never waits."""
-        cid, result = self._get_queued("batch", n)
+        role). Never waits. ``keep``: see ``_get_queued``. What it takes stays in Redis until
+        ``_drop_received``."""
+        cid, result = self._get_queued("batch", n, keep)
         if not result:
             return []
         header = result.pop()
@@ -933,17 +1012,31 @@ class Queue(Generic[T]):
         record = self._consumer_record()
         tail = [inbox, inflight, held, cid, "block", "1" if wait is not None and wait < 0 else "0",
                 record, self._lease_ms, self.client_id]
+        # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
+        # BLMOVE returns (one round trip); left out while gets find items queued (it would
+        # find nothing to do), at the cost of one more round trip the first time one waits
+        woken: list[bytes | str | int] = [inbox, inflight, held, cid, "woken", "0", record,
+                                          self._lease_ms, self.client_id]
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
+        waited, self._waited = self._waited, True
         try:
-            status, reply = backend.script_then_blmove(
-                command, tail, inbox, inflight, _wait_time(self._slice(), deadline))
-            tail[5] = "0"
+            status, reply, taken = backend.script_then_blmove(
+                command, tail, inbox, inflight, _wait_time(self._slice(), deadline),
+                woken if waited else None)
+            first = True
             while True:
+                tail[5] = "0"
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
-                    maybe_waiting = False  # a delivery ends the wait (put.lua unregistered us)
+                    maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
+                    self._waited = not first
                     return reply  # type: ignore[no-any-return]
+                if isinstance(taken, bytes):  # woken, and 'woken' took the item for us
+                    maybe_waiting = False
+                    return taken
                 if isinstance(status, redis.RedisError):
-                    if not isinstance(status, redis.exceptions.NoScriptError):
+                    if refused_for_now(status):  # LOADING, BUSY...: the script did not run, and
+                        self._cancel(cid)  # what the BLMOVE may have moved goes back to our inbox
+                    elif not isinstance(status, redis.exceptions.NoScriptError):
                         backend.raise_error(status, "script get", True)
                 elif status == _WAITING:
                     if reply is None:
@@ -951,6 +1044,17 @@ class Queue(Generic[T]):
                             return self._cancel_wait(cid)
                         self._sweep()  # a slice ended: requeue what expired meanwhile
                     # woken by close or delete, or a slice ended: look again (and renew the lease)
+                elif status == _UNDRAINED:
+                    # closed and empty, but items others hold may come back: take back what
+                    # dead ones hold, else wait for the others as on an open, empty queue
+                    maybe_waiting = False
+                    holders = self._recover_holders(cid)
+                    if holders == "drained":
+                        raise ShutDown(f"queue {self._name!r} is shut down")
+                    if holders == "wait":
+                        if time.monotonic() >= deadline:
+                            raise Empty(f"queue {self._name!r} is empty")
+                        tail[5] = "w"
                 else:
                     maybe_waiting = False
                     if status == _NO_QUEUE:  # deleted: our own lists are all that is left
@@ -965,12 +1069,15 @@ class Queue(Generic[T]):
                     elif status != _DELIVERED:
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
-                status, reply = backend.script_then_blmove(
-                    command, tail, inbox, inflight, _wait_time(self._slice(), deadline))
+                first = False
+                status, reply, taken = backend.script_then_blmove(
+                    command, tail, inbox, inflight,
+                    _wait_time(_UNDRAINED_POLL if tail[5] == "w" else self._slice(), deadline), woken)
         except BaseException as exc:
             if maybe_waiting:
-                # an unresponsive server: do not wait out another socket timeout now
-                timed_out = isinstance(exc, BackendError) and isinstance(exc.__cause__, redis.TimeoutError)
+                # an unresponsive or refusing server: do not wait out another socket timeout now
+                timed_out = isinstance(exc, BackendError) and (
+                    isinstance(exc.__cause__, redis.TimeoutError) or refused_for_now(exc.__cause__))
                 self._cancel_after_error(cid, now=not timed_out)
             raise
 
@@ -979,13 +1086,21 @@ class Queue(Generic[T]):
                 self._consumer_record(), self._lease_ms, self.client_id)
         backend = self._backend
         busy_deadline = time.monotonic() + backend.slice
+        recovered = False
         try:
             while True:
                 result = backend.script(self._get_command, tail)
                 if isinstance(result, bytes):
                     return result
                 self._raise_for(result)
-                if result == _EMPTY:
+                if result == _UNDRAINED and not recovered:
+                    recovered = True  # closed and empty, but others hold items: dead ones' first
+                    holders = self._recover_holders(cid)
+                    if holders == "drained":
+                        raise ShutDown(f"queue {self._name!r} is shut down")
+                    if holders == "recovered":
+                        continue
+                if result in (_EMPTY, _UNDRAINED):
                     raise Empty(f"queue {self._name!r} is empty")
                 if result != _BUSY:
                     raise ProtocolError(f"get script returned {result!r}")
@@ -1038,9 +1153,26 @@ class Queue(Generic[T]):
     # -- acknowledgements and recovery ------------------------------------------------
 
     def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
-        acked, unfinished = self._backend.script(
-            self._ack_command, (self._keys.inflight(delivery.consumer), delivery.id,
-                                "1" if task_done else "0"))
+        """Acknowledge ``delivery`` (ack.lua). With ``task_done``, count the task exactly once
+        across lost replies: after a reply lost on a broken connection, the acknowledgement
+        is sent again at once in the form that counts the task only if the delivery is still
+        in flight (i.e. the lost one did not run). If that fails too, OutcomeUnknown is raised
+        and the delivery stays first in line, marked: task_done() again is exact."""
+        inflight = self._keys.inflight(delivery.consumer)
+        if not task_done:
+            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"))
+        else:
+            try:
+                acked, unfinished = self._backend.script(
+                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"))
+            except OutcomeUnknown as exc:
+                delivery._unsure = True
+                if isinstance(exc.__cause__, redis.TimeoutError):
+                    raise  # an unresponsive server: do not wait out another socket timeout now
+                try:
+                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"))
+                except BackendError:
+                    raise exc from exc.__cause__  # still unknown: task_done() again will tell
         self._forget(delivery)
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
@@ -1119,6 +1251,39 @@ class Queue(Generic[T]):
             logger.warning("queue %r: consumer %s (%s) is dead: its role and %d deliveries taken "
                            "back (%d dead-lettered)", self._name, consumer, record, requeued, dead)
         return bool(requeued >= 0)
+
+    def _recover_holders(self, cid: str) -> str:
+        """On a closed, empty queue whose items other consumers hold (get.lua -8): take back
+        what consumers on this host whose process is gone hold, and say what is left:
+        'recovered' (look again now), 'wait' (items may still come back: unacknowledged, in
+        an inbox, or held by a consumer elsewhere, alive or not), or 'drained' (the holders
+        are default-mode consumers alive on this host: what they hold, a get returned or is
+        returning, its drop on the way)."""
+        backend, k = self._backend, self._keys
+        records = backend.call("HGETALL", backend.client().hgetall, k.consumers)
+        others = [(c.decode(errors="replace"), r.decode(errors="replace")) for c, r in records.items()]
+        others = [(consumer, record) for consumer, record in others if consumer != cid]
+        if any([self._recover_if_dead(consumer, record) for consumer, record in others]):
+            return "recovered"
+        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
+            self._sweep()  # what expired elsewhere (a get looks again after a wait)
+        pipe = backend.client().pipeline(transaction=False)
+        for consumer, _ in others:
+            for key in (k.inbox(consumer), k.inflight(consumer)):
+                pipe.llen(key)
+                pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
+            pipe.exists(k.held(consumer))
+        replies = backend.call("look at the holders", pipe.execute)
+        here = identity.hostname()
+        for i, (_, record) in enumerate(others):
+            n_inbox, wake_inbox, n_inflight, wake_inflight, held = replies[5 * i:5 * i + 5]
+            if n_inbox > len(wake_inbox):
+                return "wait"  # never received: its consumer's next get, or a sweep, brings it back
+            if n_inflight > len(wake_inflight) or held:
+                host, _, rest = record.partition("|")
+                if not (rest.endswith("|d") and host == here):
+                    return "wait"  # unacknowledged, or a default-mode get elsewhere (maybe dead)
+        return "drained"
 
     def _recover_waiter(self) -> None:
         """The consumer role is taken: if its holder is a dead process on this host, recover it.
@@ -1353,6 +1518,10 @@ class Queue(Generic[T]):
         currently blocking, it will resume when all items have been processed.
         Raises a ValueError if called more times than there were items
         placed in the queue.
+
+        In reliable mode it acknowledges this handle's oldest delivery, exactly once: if
+        it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
+        that same delivery's count, never a second one.
         """
         if self._reliable and self._unacked:
             self._ack(self._unacked[0], task_done=True)  # acknowledges the oldest delivery
@@ -1397,8 +1566,9 @@ class Queue(Generic[T]):
     def close(self) -> None:
         """Close the queue for every client (protocol Close): ``shutdown(immediate=False)``.
 
-        Further puts raise ShutDown; consumers drain what is left, then get
-        raises ShutDown, and blocked consumers and producers wake. Closing a
+        Further puts raise ShutDown; consumers drain what is left (and what other
+        consumers give back or leave at their death), then get raises ShutDown,
+        and blocked consumers and producers wake. Closing a
         closed queue does nothing. Unlike multiprocessing.Queue.close(), this
         acts on the shared queue, not on this handle: see ``disconnect()``.
         """

@@ -1,23 +1,32 @@
 """Workers of a ``pressure.Executor``: processes, on any host, that run its tasks.
 
 A worker takes tasks from the executor's task queue ``<name>:tasks`` (a
-reliable pressure queue: a task stays in Redis, in flight, until its result
-is sent) and runs them one at a time:
+reliable pressure queue: a task stays in Redis, in flight, until it is
+settled) and runs them one at a time:
 
-1. ``claim.lua`` counts it started (a prefetched batch at once), unless its
-   future was cancelled (then it is dropped: a cancelled future never runs)
-   or it was started ``max_attempts`` times already and its worker died each
-   time (then its future fails with ``WorkerLost`` instead of it running
-   again); tasks claimed but not run (held behind a long one, or when the
-   worker stops) are given back, claim and delivery (``unclaim.lua``);
+1. just before a task would start, ``claim.lua`` decides, in Redis: run it
+   (and count the start), drop it (its future was cancelled, or it is a second
+   copy of a task that is running or finished), or give up on it (it was
+   started ``max_attempts`` times and its worker died each time: its future
+   fails with ``WorkerLost``). Tasks received together (prefetched) are
+   claimed one by one as each starts, so a task the worker only held is never
+   counted; held tasks go back to the queue when the worker stops or runs a
+   long task. The decision stays in Redis until the task is settled, so a
+   worker that dies before reporting leaves it to the next delivery;
 2. it runs, while a heartbeat thread restarts the visibility timeout of what
    the worker holds (so a long task is never redelivered while its worker
    lives) and records the worker as alive;
 3. the outcome goes to the result queue of the executor that submitted it,
-   then the delivery is acknowledged (a batch of short tasks together, in one
-   round trip). A worker killed before that leaves the task in flight:
-   pressure returns it to the queue when it finds the worker dead (at once on
-   the same host, after the visibility timeout elsewhere).
+   then ``settle.lua`` acknowledges the delivery and removes the decision (a
+   batch of short tasks together, in one round trip). A worker killed before
+   that leaves the task in flight: pressure returns it to the queue when it
+   finds the worker dead (at once on the same host, after the visibility
+   timeout elsewhere).
+
+A worker rides out Redis restarts and outages (it retries, logging less and
+less often), and an item of the task queue that is not a task goes to the
+dead-letter list. Worker processes share nothing with their supervisor under a
+lock: the stop signal is a shared byte.
 
 Start workers with ``python -m pressure worker NAME --url ... --processes N``,
 or from Python with ``run_workers(NAME, url=..., processes=N)`` (blocks) or
@@ -50,7 +59,8 @@ from . import identity
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from .keys import ExecutorKeys, resolve_prefix
-from .queue import Queue
+from .outage import LOG_FORMAT, Complaint, pause
+from .queue import Delivery, Queue
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 
@@ -134,28 +144,46 @@ def unpack_outcome(data: bytes) -> tuple[bool, Any]:
     return ok, value
 
 
+def _is_task(item: Any) -> bool:
+    """Whether an item of the task queue is a task a worker can run (anything else is
+    dead-lettered: it must not stop the worker)."""
+    return (isinstance(item, Task) and isinstance(item.id, str) and bool(item.id)
+            and isinstance(item.reply_to, str) and bool(item.reply_to)
+            and type(item.max_attempts) is int and item.max_attempts >= 1
+            and isinstance(item.body, bytes))
+
+
+#: What claim.lua answers, besides a start number (>= 1).
+_CANCELLED, _GIVE_UP, _DROP, _NOT_OURS = 0, -1, -2, -3
+
+
 class _Worker:
     """One worker process: take tasks, run them one at a time, reply; until told to stop.
 
     Round trips are shared: tasks are taken up to ``prefetch`` at a time when that
-    many are queued (and tasks are short), claimed together, run one by one, and
-    their replies and acknowledgements go out together. Tasks held behind one that
-    runs longer than SHORT_TASK are given back at once (claims and deliveries), for
-    idle workers; so are tasks held when the worker stops.
+    many are queued (and tasks are short), claimed one by one as each starts, and
+    their replies and settlements go out together. Tasks held behind one that runs
+    longer than SHORT_TASK are given back at once, for idle workers; so are tasks
+    held when the worker stops.
     """
 
     def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
-        # one backend for every queue: replies and acknowledgements share one round trip
+        # one backend for every queue: replies and settlements share one round trip
         self.backend = Backend(where.config)
         self.tasks: Queue[Task] = Queue._from_config(
             self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
+        # the consumer this (main) thread receives tasks as: its in-flight list holds them
+        self.consumer = self.tasks._consumer_id()
+        self.inflight = self.tasks.keys.inflight(self.consumer)
+        k = self.keys
+        self.claim_command = PackedScript("claim", (k.claims, self.inflight, k.retried, k.lost), 0, 5)
         self.stop = stop
         self.replies: dict[str, Queue[bytes]] = {}
-        self.held: collections.deque[Any] = collections.deque()  # received, claimed, not run
+        self.held: collections.deque[Delivery[Task]] = collections.deque()  # received, not started
         self.started: float | None = None  # when the running task started
         self.short = False  # whether the last task ran shorter than SHORT_TASK
         self.lock = threading.Lock()
@@ -164,11 +192,12 @@ class _Worker:
         """Record this worker as alive and keep what it holds visible (every HEARTBEAT);
         give back tasks held behind one running longer than SHORT_TASK (at once)."""
         client = Backend(self.where.config).client()
+        complaint = Complaint(logger, f"worker {self.id}: heartbeat")
         last_beat = 0.0
         while not self.stop():
             try:
                 with self.lock:
-                    waiting: list[Any] = []
+                    waiting: list[Delivery[Task]] = []
                     if self.started is not None and time.monotonic() - self.started > SHORT_TASK:
                         waiting, self.held = list(self.held), collections.deque()
                 self.give_back(waiting)
@@ -176,25 +205,26 @@ class _Worker:
                     last_beat = time.monotonic()
                     seconds, micros = client.time()
                     client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
-                    with self.lock:
-                        held = list(self.held)
-                    for delivery in held:
-                        delivery.touch()
+                    self.tasks._touch_all(self.consumer)  # the running task and those held
+                    complaint.succeeded()
             except (redis.RedisError, PressureError) as exc:
-                logger.warning("worker %s: heartbeat failed: %s", self.id, exc)
+                complaint.failed(exc)
             time.sleep(SHORT_TASK)
         with contextlib.suppress(redis.RedisError):
             client.hdel(self.keys.workers, self.id)
         client.close()
 
-    def give_back(self, deliveries: list[Any]) -> None:
-        """Tasks claimed but not run: take the claims back, then return them to the queue,
-        in order (the oldest ends up next out)."""
-        if not deliveries:
-            return
-        self.backend.run("unclaim", (self.keys.claims,), (self.id, *(d.item.id for d in deliveries)))
-        for delivery in reversed(deliveries):
-            delivery.release()
+    def give_back(self, deliveries: list[Delivery[Task]]) -> None:
+        """Return tasks received but not started to the queue, in order (the oldest ends up
+        next out). Those not returned when Redis fails are held again (claim.lua tells the
+        worker later if one did go back after all)."""
+        for i in range(len(deliveries) - 1, -1, -1):
+            try:
+                deliveries[i].release()
+            except BaseException:
+                with self.lock:
+                    self.held.extendleft(reversed(deliveries[:i + 1]))
+                raise
 
     def _reply_queue(self, task: Task) -> Queue[bytes]:
         queue = self.replies.get(task.reply_to)
@@ -204,29 +234,47 @@ class _Worker:
                 create=False, backend=self.backend)
         return queue
 
-    def fetch(self) -> list[Any]:
-        """Take what is queued now (up to ``prefetch``, one round trip), else wait for one task;
-        claim them all (one more round trip). The deliveries with their claim.lua answers."""
+    def fetch(self) -> None:
+        """Take what is queued now (up to ``prefetch`` while tasks are short; one round trip),
+        else wait a little for one task; hold them."""
         got = self.tasks._receive_more(self.where.prefetch if self.short else 1)
         if not got:
             got = [self.tasks.receive(timeout=_POLL)]
-        args: list[str | int] = [self.id]
-        for delivery in got:  # executors sharing a name may differ in max_attempts
-            args += (delivery.item.id, delivery.item.max_attempts)
-        return list(zip(got, self.backend.run("claim", (self.keys.claims,), args)))
+        with self.lock:
+            self.held.extend(got)
 
-    def run(self, delivery: Any, starts: int) -> bytes | None:
-        """Run one claimed task; its reply (None for a cancelled one)."""
-        task: Task = delivery.item
-        if starts == -1:
-            self.backend.client().incr(self.keys.lost)
+    def claim_next(self) -> tuple[Delivery[Task], int] | None:
+        """The next held task and claim.lua's decision about it (one round trip); None if
+        nothing is held, or the item was not a task (it goes to the dead-letter list). If
+        Redis fails, the task stays held (asking again about a delivery is harmless)."""
+        with self.lock:
+            if not self.held:
+                return None
+            delivery = self.held.popleft()
+        try:
+            task = delivery.item
+            if not _is_task(task):
+                self.tasks._bury(delivery)
+                logger.error("worker %s: an item of the task queue %r is not a task (moved to its "
+                             "dead-letter list): %.200r", self.id, self.keys.tasks, task)
+                return None
+            return delivery, self.backend.script(self.claim_command, (
+                self.consumer, delivery.id, task.id, task.max_attempts, self.tasks.keys.inflight_prefix))
+        except BaseException:
+            with self.lock:
+                self.held.appendleft(delivery)
+            raise
+
+    def run(self, delivery: Delivery[Task], decision: int) -> bytes | None:
+        """Act on claim.lua's decision about a task: run it (its reply), or the reply that it
+        was given up on; None if it is not to run (cancelled, or a second copy)."""
+        task = delivery.item
+        if decision == _GIVE_UP:
             lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
                               f"died each time (max_attempts={task.max_attempts}): not run again")
             return pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
-        if starts == 0:
-            return None  # its future was cancelled: it never runs
-        if starts > 1:
-            self.backend.client().incr(self.keys.retried)
+        if decision < 1:
+            return None
         with self.lock:
             self.started = time.monotonic()
         try:
@@ -239,9 +287,9 @@ class _Worker:
             self.started = None
         return message
 
-    def finish(self, done: list[tuple[Any, bytes | None]]) -> None:
-        """Send the replies, then acknowledge the deliveries: one round trip for all, the
-        replies first (a crash before the acknowledgements loses nothing)."""
+    def finish(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
+        """Send the replies, then settle the deliveries: one round trip for all, the replies
+        first (a crash before the settlement loses nothing: the tasks come back)."""
         if not done:
             return
         calls: list[tuple[PackedScript, list[bytes | str]]] = []
@@ -252,11 +300,16 @@ class _Worker:
                 framed = delivery.item.id.encode() + b"\n" + message
                 calls.append(queue._put_call(framed))
                 sent.append((queue, framed))
-        calls += [delivery._ack_call() for delivery, _ in done]
+        settle: list[bytes | str] = [self.consumer]
+        for delivery, _ in done:
+            settle += (delivery.id, delivery.item.id)
+        calls.append((PackedScript("settle", (self.keys.claims, self.inflight), 0, len(settle)), settle))
         replies = self.backend.pipeline(calls)
         for reply in replies:
             if isinstance(reply, redis.RedisError):
-                self.backend.raise_error(reply, "replies and acknowledgements", True)
+                self.backend.raise_error(reply, "replies and settlements", True)
+        for delivery, _ in done:
+            self.tasks._forget(delivery)
         for (queue, framed), reply in zip(sent, replies):
             if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
                 with contextlib.suppress(ShutDown):
@@ -264,52 +317,54 @@ class _Worker:
             # -3 or -4 (closed, deleted): the executor is gone, nobody waits for this result
         done.clear()
 
-    def _try_finish(self, done: list[tuple[Any, bytes | None]]) -> None:
+    def _try_finish(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
         """finish(), or keep ``done`` for the next try if Redis fails meanwhile (the tasks
         stay in flight; a reply sent twice is ignored by the executor)."""
         try:
             self.finish(done)
-        except BackendError as exc:
+        except PressureError as exc:
             logger.warning("worker %s: replies wait: %s", self.id, exc)
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
-        done: list[tuple[Any, bytes | None]] = []
+        done: list[tuple[Delivery[Task], bytes | None]] = []
+        complaint = Complaint(logger, f"worker {self.id}")
         try:
             while not self.stop():
                 try:
-                    self.finish(done)  # replies that could not be sent yet
-                    batch = self.fetch()
+                    if not self.held:  # a batch is over: its replies go before more is taken
+                        self.finish(done)
+                        self.fetch()
+                    step = self.claim_next()
+                    complaint.succeeded()
                 except Empty:
+                    complaint.succeeded()
                     continue
                 except DeserializationError as exc:  # dead-lettered by the queue
                     logger.error("worker %s: a task message could not be read: %s", self.id, exc)
                     continue
                 except ShutDown:  # the executor's queue was deleted
                     return
-                except BackendError as exc:  # Redis is restarting or unreachable: wait for it
-                    logger.warning("worker %s: %s", self.id, exc)
-                    time.sleep(_POLL)
+                except PressureError as exc:  # Redis restarting or unreachable (or a key of the
+                    complaint.failed(exc)       # wrong type): wait, never crash-loop the workers
+                    pause(_POLL, self.stop)
                     continue
-                starts_of = {delivery.id: starts for delivery, starts in batch}
-                with self.lock:
-                    self.held.extend(delivery for delivery, _ in batch)
-                while True:
-                    with self.lock:
-                        if not self.held:
-                            break
-                        delivery = self.held.popleft()
-                    done.append((delivery, self.run(delivery, starts_of[delivery.id])))
-                    if not self.short or self.stop():
-                        self._try_finish(done)  # a long task's result goes out at once
-                self._try_finish(done)
+                if step is None:
+                    continue
+                delivery, decision = step
+                if decision == _NOT_OURS:  # it went back to the queue meanwhile: not ours to run
+                    self.tasks._forget(delivery)
+                    continue
+                done.append((delivery, self.run(delivery, decision)))
+                if not self.short or self.stop():
+                    self._try_finish(done)  # a long task's result goes out at once
         finally:
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
             with contextlib.suppress(PressureError, redis.RedisError):
                 self.finish(done)
-            with contextlib.suppress(PressureError):
+            with contextlib.suppress(PressureError, redis.RedisError):
                 self.give_back(held)  # not started: back to the queue for other workers
             with contextlib.suppress(redis.RedisError):  # no longer alive (the heartbeat may not say so)
                 self.backend.client().hdel(self.keys.workers, self.id)
@@ -319,21 +374,26 @@ class _Worker:
 
 
 def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
-                initargs: tuple[Any, ...]) -> bool:
+                initargs: tuple[Any, ...], stop: Callable[[], bool]) -> bool | None:
     """Run the executor's initializer (passed in, or stored in Redis by the executor for
     workers that join from elsewhere). If it fails, the executor is broken: say why in
-    Redis, where executors look, and return False."""
+    Redis, where executors look, and return False. None: told to stop while Redis could
+    not be reached to read it."""
     keys = ExecutorKeys.build(where.prefix, where.name)
     client = Backend(where.config).client()
+    complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
     try:
         stored: Any = None
         while initializer is None:
+            if stop():
+                return None
             try:
                 stored = client.get(keys.config)
+                complaint.succeeded()
                 break
             except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
-                logger.warning("worker: cannot read the executor's configuration yet: %s", exc)
-                time.sleep(_POLL)
+                complaint.failed(exc)
+                pause(_POLL, stop)
         try:
             if stored is not None:
                 initializer, initargs = pickle.loads(stored)
@@ -352,23 +412,53 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
     """Run one worker in this process until ``stop()`` is true; the exit status."""
-    if not _initialize(where, initializer, initargs):
+    initialized = _initialize(where, initializer, initargs, stop)
+    if initialized is None:
+        return 0
+    if not initialized:
         return 1
     _Worker(where, stop).loop()
     return 0
 
 
-def _process_main(where: WorkerConfig, stop_event: Any, initializer: Callable[..., Any] | None,
+def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[..., Any] | None,
                   initargs: tuple[Any, ...]) -> None:
-    """A worker process: SIGINT is the parent's to handle (it sets ``stop_event``). Exit
-    status 0: stopped; 1: the initializer failed; 2: it crashed (the pool starts another)."""
+    """A worker process: SIGINT is the parent's to handle (it sets the shared byte
+    ``stopping``, which is read without a lock). Exit status 0: stopped; 1: the initializer
+    failed; 2: it crashed (the pool starts another). Its log lines are timestamped (a new
+    process has no logging configuration: the parent's is not inherited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format=LOG_FORMAT)
     try:
-        status = run_worker(where, stop_event.is_set, initializer, initargs)
+        status = run_worker(where, lambda: stopping.value != 0, initializer, initargs)
     except Exception:
         logger.exception("worker process %d crashed", os.getpid())
         status = 2
     raise SystemExit(status)
+
+
+def _own_forkserver() -> None:
+    """Make the forkserver this process's own. CPython's forkserver state survives a fork,
+    but the server is not the forked child's child, so starting a process there fails
+    with ChildProcessError (ensure_running waits on the server's pid): a process forked
+    after its parent started the forkserver (a prefork server, a test harness) forgets
+    the inherited one and starts its own."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+            return  # our child: the stdlib looks after it
+        except ChildProcessError:
+            pass
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)  # our copy only: the parent keeps its own
+        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
 
 
 class WorkerPool:
@@ -379,6 +469,10 @@ class WorkerPool:
     replaced by ``check()`` (its task is redelivered). The executor uses one
     for its local workers; ``python -m pressure worker`` runs one until
     SIGINT or SIGTERM.
+
+    The processes share nothing with the pool under a lock (a process can be
+    killed while holding one, and the pool would wait for it forever): they
+    are told to stop through a byte of shared memory.
     """
 
     def __init__(self, name: str, *, url: str | None = None, prefix: str | None = None,
@@ -399,12 +493,15 @@ class WorkerPool:
         self.initializer, self.initargs = initializer, initargs
         self.context: Any = mp_context or multiprocessing.get_context(
             "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-        self.stop_event = self.context.Event()
+        #: 1 once the processes are told to stop: shared memory without a lock
+        self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
 
     def _spawn(self) -> Any:
+        if self.context.get_start_method() == "forkserver":
+            _own_forkserver()
         proc = self.context.Process(target=_process_main, name="pressure-worker",
-                                    args=(self.where, self.stop_event, self.initializer, self.initargs))
+                                    args=(self.where, self.stopping, self.initializer, self.initargs))
         proc.start()
         return proc
 
@@ -417,7 +514,7 @@ class WorkerPool:
         initialize); return how many were replaced."""
         replaced = 0
         for i, proc in enumerate(self.procs):
-            if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stop_event.is_set():
+            if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stopping.value:
                 logger.warning("worker process %s died (exit code %s): starting another",
                                proc.pid, proc.exitcode)
                 self.procs[i] = self._spawn()
@@ -429,7 +526,7 @@ class WorkerPool:
 
     def stop(self, wait: bool = True, timeout: float | None = None) -> None:
         """Tell every process to stop after its current task; with ``wait``, join them."""
-        self.stop_event.set()
+        self.stopping.value = 1
         if wait:
             for proc in self.procs:
                 proc.join(timeout)
@@ -481,7 +578,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
                 visibility_timeout=args.visibility_timeout, prefetch=args.prefetch)
     return 0

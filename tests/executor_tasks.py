@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "UNPICKLABLE",
     "CustomError",
+    "die_holding_locks",
     "add",
     "echo",
     "fail",
@@ -34,6 +35,7 @@ __all__ = [
     "set_global",
     "sleep_then",
     "square",
+    "start_then_sleep",
     "wait_at_barrier",
     "wait_for_lines",
 ]
@@ -111,6 +113,16 @@ def record_then_sleep(path: str, token: str, seconds: float) -> tuple[str, str, 
     return token, host, os.getpid()
 
 
+def start_then_sleep(directory: str, token: str, seconds: float) -> str:
+    """Append ``token pid time`` to ``<directory>/<pid>.starts`` as it starts (a record kept
+    outside Redis, so it survives Redis restarts; one file per process, so no two writers
+    share one), sleep, and return ``token``."""
+    with open(os.path.join(directory, f"{os.getpid()}.starts"), "a", encoding="utf-8") as f:
+        f.write(f"{token} {os.getpid()} {time.monotonic():.6f}\n")
+    time.sleep(seconds)
+    return token
+
+
 def _wait_for_file(path: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
@@ -178,5 +190,24 @@ def failing_initializer() -> None:
 def kill_self(path: str) -> None:
     """Record this run in ``path``, then kill the worker running it (every time it runs)."""
     record(path, str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)  # never reached
+
+
+def die_holding_locks(path: str) -> None:
+    """Record this run in ``path``, take every multiprocessing lock this worker process can
+    reach (without waiting: a lock it cannot take is someone else's), then SIGKILL the process
+    while it holds them: a lock shared with the supervisor stays taken forever."""
+    import gc
+    import multiprocessing.synchronize
+
+    taken = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, multiprocessing.synchronize.SemLock):
+            try:
+                taken += bool(obj.acquire(False))
+            except Exception:  # noqa: BLE001 - a lock of a dead owner, an unusable one: not ours
+                pass
+    record(path, f"{os.getpid()} {taken}")
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)  # never reached

@@ -295,12 +295,19 @@ def test_exceptions_hierarchy_and_pickling() -> None:
     if hasattr(stdlib_queue, "ShutDown"):
         assert issubclass(pressure.ShutDown, stdlib_queue.ShutDown)
     for cls in (pressure.Full, pressure.Empty, pressure.ShutDown, pressure.BackendError,
-                pressure.QueueDoesNotExist, pressure.SerializationError, pressure.OutcomeUnknown):
+                pressure.QueueDoesNotExist, pressure.SerializationError, pressure.OutcomeUnknown,
+                pressure.AuthenticationError, pressure.PermissionDenied, pressure.ItemTooLarge):
         assert issubclass(cls, pressure.PressureError)
         err = pickle.loads(pickle.dumps(cls("msg")))
         assert type(err) is cls and str(err) == "msg"
     err = pickle.loads(pickle.dumps(pressure.DeserializationError("bad", b"raw")))
     assert err.payload == b"raw" and str(err) == "bad"
+    too_large = pickle.loads(pickle.dumps(pressure.ItemTooLarge("big", 10, 5)))
+    assert (too_large.size, too_large.limit, str(too_large)) == (10, 5, "big")
+    assert issubclass(pressure.ItemTooLarge, ValueError)
+    assert not issubclass(pressure.ItemTooLarge, (pressure.SerializationError, pressure.BackendError))
+    for refused in (pressure.AuthenticationError, pressure.PermissionDenied):  # nothing ran: known
+        assert issubclass(refused, pressure.BackendError) and not issubclass(refused, pressure.OutcomeUnknown)
     assert not issubclass(pressure.ShutDown, (stdlib_queue.Empty, stdlib_queue.Full))
 
 

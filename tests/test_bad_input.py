@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import pressure
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
 
 from .helpers import assert_invariants, blocks, snapshot
 
@@ -149,23 +149,38 @@ def small_bulk_server() -> Iterator[RedisServer]:
         yield server
 
 
+def _dump_all(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
+    """Every key under the prefix, as DUMP gives it (the sweep marker and consumer records too)."""
+    return {key: r.dump(key) for key in sorted(r.scan_iter(match=f"{prefix}:*"))}
+
+
+def _config_gets(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_config|get", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("size", [2_000_000, 8_000_000], ids=["2MB", "8MB"])
 @pytest.mark.parametrize("serializer", ["bytes", "pickle"])
-def test_item_larger_than_redis_accepts(small_bulk_server: RedisServer, prefix: str, serializer: str) -> None:
+def test_item_larger_than_redis_accepts(small_bulk_server: RedisServer, prefix: str, serializer: str,
+                                        size: int) -> None:
     r = redis.Redis.from_url(small_bulk_server.url)
+    calls = _config_gets(r)
     q: pressure.Queue[Any] = pressure.Queue("big", 3, url=small_bulk_server.url, prefix=prefix,
                                             serializer=serializer)
     try:
         q.put(b"first")
-        before = snapshot(r, q)
-        huge = b"x" * 2_000_000
-        for put in (q.put, q.put_nowait, lambda x: q.put(x, timeout=1)):
-            with pytest.raises(pressure.PressureError) as info:
+        before = _dump_all(r, prefix)
+        huge = b"x" * size
+        puts = (q.put, q.put_nowait, lambda x: q.put(x, timeout=1), lambda x: q.put_many([b"a", x, b"b"]))
+        for put in puts:
+            with pytest.raises(pressure.ItemTooLarge,
+                               match=r" bytes serialized, more than the 1048576 the server accepts "
+                                     r"\(its proto-max-bulk-len\): nothing was put$") as info:
                 put(huge)
-            # the server refused the command: a typed error whose outcome is known (it never ran)
-            assert isinstance(info.value, (pressure.BackendError, pressure.ProtocolError))
-            assert not isinstance(info.value, (pressure.Full, pressure.Empty, pressure.ShutDown,
-                                               pressure.OutcomeUnknown))
-            _unchanged(r, q, before)
+            # checked before sending: a ValueError (bad input), not a failure of the server
+            assert isinstance(info.value, ValueError) and not isinstance(info.value, pressure.BackendError)
+            assert info.value.size >= size and info.value.limit == 1048576
+            assert _dump_all(r, prefix) == before
+        assert _config_gets(r) == calls + 1  # the limit is read once per handle
         q.put(b"second")  # the handle keeps working for normal items
         assert q.get_nowait() == b"first"
         assert q.get(timeout=5) == b"second"
@@ -175,6 +190,56 @@ def test_item_larger_than_redis_accepts(small_bulk_server: RedisServer, prefix: 
     finally:
         q.disconnect()
         r.close()
+
+
+def test_put_many_larger_in_all_than_redis_accepts_goes_in_parts(small_bulk_server: RedisServer,
+                                                                 prefix: str) -> None:
+    """Each item fits, the batch does not: put_many sends it in several round trips."""
+    r = redis.Redis.from_url(small_bulk_server.url)
+    q: pressure.Queue[bytes] = pressure.Queue("big-batch", url=small_bulk_server.url, prefix=prefix,
+                                              serializer="bytes")
+    items = [bytes([65 + i]) * 400_000 for i in range(6)]  # 2.4 MB in all
+    q.put_many(items)
+    assert q.get_many(10) == items
+    q.put_many([b"small"] * 3)
+    assert q.get_many(10) == [b"small"] * 3
+    assert_invariants(r, q)
+    q.disconnect()
+    r.close()
+
+
+def test_small_items_never_read_the_limit(small_bulk_server: RedisServer, prefix: str) -> None:
+    r = redis.Redis.from_url(small_bulk_server.url)
+    calls = _config_gets(r)
+    q: pressure.Queue[bytes] = pressure.Queue("small", url=small_bulk_server.url, prefix=prefix,
+                                              serializer="bytes")
+    q.put(b"x" * 1000)
+    q.put_many([b"y" * 1000] * 100)
+    assert _config_gets(r) == calls  # no CONFIG GET on the way of ordinary items
+    q.disconnect()
+    r.close()
+
+
+def test_item_size_without_config_permission_assumes_the_default(small_bulk_server: RedisServer,
+                                                                 prefix: str) -> None:
+    """A user that may not run CONFIG: the limit is taken to be Redis's default (512 MiB); an
+    item over the real limit is then refused by the server, still as a known outcome."""
+    r = redis.Redis.from_url(small_bulk_server.url)
+    r.acl_setuser("no-config", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                  commands=["+@all", "-config"])
+    q: pressure.Queue[bytes] = pressure.Queue(
+        "no-config", url=f"redis://no-config:pw@127.0.0.1:{small_bulk_server.port}/0", prefix=prefix,
+        serializer="bytes")
+    q.put(b"first")
+    before = _dump_all(r, prefix)
+    assert q._backend.bulk_limit() == 512 * 1024 * 1024
+    with pytest.raises(pressure.BackendError) as info:
+        q.put(b"x" * 2_000_000)
+    assert not isinstance(info.value, pressure.OutcomeUnknown)
+    assert _dump_all(r, prefix) == before
+    assert q.get_nowait() == b"first"
+    q.disconnect()
+    r.close()
 
 
 # -- a payload another client wrote that does not load ----------------------------------------
@@ -440,6 +505,44 @@ def test_bad_prefix_and_client_id(r: redis.Redis, url: str, prefix: str) -> None
     assert _queue_keys(r, prefix) == []
 
 
+def _handle_makers() -> list[Any]:
+    import pressure.multiprocessing as pmp
+    from pressure.log import QueueLog
+    from pressure.worker import WorkerPool
+
+    return [
+        pytest.param(lambda prefix, **kw: pressure.Queue("q", 3, prefix=prefix, **kw), id="Queue"),
+        pytest.param(lambda prefix, **kw: pressure.LifoQueue("q", prefix=prefix, **kw), id="LifoQueue"),
+        pytest.param(lambda prefix, **kw: pressure.SimpleQueue("q", prefix=prefix, **kw), id="SimpleQueue"),
+        pytest.param(lambda prefix, **kw: pmp.Queue(name="q", prefix=prefix, **kw), id="mp.Queue"),
+        pytest.param(lambda prefix, **kw: pmp.JoinableQueue(name="q", prefix=prefix, **kw),
+                     id="mp.JoinableQueue"),
+        pytest.param(lambda prefix, **kw: pmp.SimpleQueue(name="q", prefix=prefix, **kw), id="mp.SimpleQueue"),
+        pytest.param(lambda prefix, **kw: pressure.Executor("q", prefix=prefix, max_workers=1, **kw),
+                     id="Executor"),
+        pytest.param(lambda prefix, **kw: QueueLog("q", "g", prefix=prefix, **kw), id="QueueLog"),
+        pytest.param(lambda prefix, url=None: WorkerPool("q", prefix=prefix, url=url), id="WorkerPool"),
+    ]
+
+
+@pytest.mark.parametrize("make", _handle_makers())
+def test_url_or_connection_of_the_wrong_type_is_a_type_error_naming_it(
+        request: pytest.FixtureRequest, r: redis.Redis, url: str, prefix: str, make: Callable[..., Any]) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"url": 5}, r"^url must be a str, not int$"),
+        ({"url": url.encode()}, r"^url must be a str, not bytes$"),
+        ({"connection": "x"}, r"^connection must be a redis.Redis client, not str$"),
+        ({"connection": redis.ConnectionPool.from_url(url)}, r"^connection must be a redis.Redis client, "
+                                                            r"not ConnectionPool$"),
+    ]
+    for kwargs, message in cases:
+        if "connection" in kwargs and "WorkerPool" in request.node.name:
+            continue  # it takes a url only
+        with pytest.raises(TypeError, match=message):
+            make(prefix, **kwargs)
+    assert _queue_keys(r, prefix) == []
+
+
 # -- sizes -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("maxsize", [-1, -100, 0, None])
@@ -558,6 +661,26 @@ def test_nan_timeout_is_a_value_error(any_queue: Any) -> None:
         with pytest.raises(ValueError, match=TIMEOUT_MESSAGE):
             q.get(timeout=math.nan)
         _unchanged(any_queue.redis, q, before)
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.001, -math.inf])
+@pytest.mark.parametrize("reliable", [False, True], ids=["default", "reliable"])
+def test_negative_timeout_get_changes_no_key(make_queue: Any, r: redis.Redis, prefix: str, reliable: bool,
+                                             timeout: float) -> None:
+    """Refused before anything is written (one read-only round trip, for queue.Queue's order:
+    ShutDown first): no consumer record, no wake-up entry in an inbox or in-flight list, no
+    sweep marker, nothing acknowledged; every key byte-identical."""
+    q = make_queue("neg-get", 3, reliable=reliable)
+    for kept in ([], ["kept"]):  # empty (a get would wait) and not
+        for item in kept:
+            q.put(item)
+        before = _dump_all(r, prefix)
+        for call in (lambda: q.get(timeout=timeout), lambda: q.receive(timeout=timeout),
+                     lambda: q.get_many(2, timeout=timeout)):
+            with pytest.raises(ValueError, match=TIMEOUT_MESSAGE):
+                call()
+            assert _dump_all(r, prefix) == before
+    assert q.get(block=False, timeout=timeout) == "kept"  # block=False ignores the timeout
 
 
 @pytest.mark.parametrize("timeout", ["1", b"1", [1]])

@@ -10,7 +10,7 @@ import redis
 
 import pressure
 from pressure.connection import ConnectionConfig
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
 
 
 def test_url_forms(redis_server: RedisServer, prefix: str) -> None:
@@ -101,3 +101,12 @@ def test_paused_server_raises_instead_of_hanging(prefix: str) -> None:
             assert time.monotonic() - start < 15
         finally:
             server.resume()
+
+
+def test_no_password_is_ever_shown() -> None:
+    config = ConnectionConfig.from_url("redis://user:s3cret@127.0.0.1:6399/0")
+    assert "s3cret" not in repr(config) and "s3cret" not in config.url
+    for url in ("redis://:s3cret@127.0.0.1:notaport/0", "redis://user:s3cret@127.0.0.1:notaport/0"):
+        with pytest.raises(ValueError, match="invalid Redis URL") as info:
+            ConnectionConfig.from_url(url)
+        assert "s3cret" not in str(info.value), str(info.value)

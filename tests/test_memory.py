@@ -10,7 +10,7 @@ import psutil
 import pytest
 import redis
 
-from pressure import bench_batch
+from pressure.bench import batch as bench_batch
 
 ITEMS = 1_000_000
 SIZE = 100

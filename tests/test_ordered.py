@@ -226,8 +226,8 @@ def test_a_waiter_handed_an_item_gets_the_best_one_queued(make: Any, r: redis.Re
         deadline = time.monotonic() + 10
         while r.get(q.keys.waiter) is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        d.release()  # back in the queue while the consumer waits
-        q.put((9, "worse"))  # hands the best queued item over
+        d.release()  # back in the queue while the consumer waits: it is woken, takes the best
+        q.put((9, "worse"))
     finally:
         t.join(10)
     assert got == [(5, "late")] and q.get_nowait() == (9, "worse")

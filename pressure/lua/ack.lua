@@ -1,6 +1,6 @@
 -- Acknowledge a delivery: remove its entry from the consumer's in-flight
 -- list. Idempotent: acknowledging twice, or an entry already requeued, is 0.
--- With task_done, also mark one task done (see task_done.lua), atomically.
+-- With task_done, also mark one task done (queue.task_done), atomically.
 -- KEYS[1] - :bound
 -- KEYS[2] - :stats:produced_messages
 -- KEYS[3] - :pressure:tasks_done
@@ -8,7 +8,10 @@
 -- KEYS[5] - the consumer's in-flight list (:pressure:inflight:<id>)
 -- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none; '*'
 --           acknowledges everything the consumer holds, in one step: never with task_done)
--- ARGV[2] - '1' to also mark a task done
+-- ARGV[2] - '1' to also mark a task done; '2' the same, only if the delivery was still in
+--           flight (a task_done sent again after its reply was lost: if the entry is gone,
+--           the lost call ran and counted the task, or the item was requeued and its
+--           redelivery will count it)
 -- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
 -- called too many times) or -4 (no queue) or 0 without task_done}
 if ARGV[1] == '*' then
@@ -27,7 +30,7 @@ if ARGV[1] ~= '-' then  -- '-' (a default-mode task_done) names no delivery
     end
   end
 end
-if ARGV[2] ~= '1' then return {acked, 0} end
+if ARGV[2] ~= '1' and (ARGV[2] ~= '2' or acked == 0) then return {acked, 0} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {acked, -4} end
 local produced = counter(KEYS[2])
 local done = counter(KEYS[3])

@@ -1,32 +1,60 @@
--- A worker starts tasks it received (a prefetched batch at once), unless a
--- task's future was cancelled or the task has already been started
--- max_attempts times (each of its workers died, since a finished task is
--- never delivered again).
--- KEYS[1] - the executor's claims hash (task id -> 'cancel', or
---           'run:<starts>:<worker>' once a worker started it)
--- ARGV[1] - worker id
--- ARGV[2..] - per task, two arguments: its id and its max attempts
--- return, per task: its start number (1 the first time, more for a retry),
--- 0 if its future was cancelled, -1 if it was started max_attempts times
--- already (in both cases the mark is removed: the task is over)
-local out = {}
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local max_attempts = tonumber(ARGV[i + 1])
-  local state = redis.call('HGET', KEYS[1], id)
-  if state == 'cancel' then
-    redis.call('HDEL', KEYS[1], id)
-    out[#out + 1] = 0
-  else
-    local starts = 0
-    if state then starts = tonumber(string.match(state, '^run:(%d+):')) or 1 end
-    if starts >= max_attempts then
-      redis.call('HDEL', KEYS[1], id)
-      out[#out + 1] = -1
-    else
-      redis.call('HSET', KEYS[1], id, 'run:' .. (starts + 1) .. ':' .. ARGV[1])
-      out[#out + 1] = starts + 1
-    end
+-- A worker is about to start a task it received: decide whether it runs. Every
+-- delivery of a task passes through here just before the task would start (a
+-- redelivery too, and a second copy left by a submit retried after a lost
+-- reply), and the decision stays in the claims hash until the delivery is
+-- settled (settle.lua removes it with the acknowledgement, in one step): a
+-- worker that dies before reporting leaves the same decision to the next
+-- delivery. Tasks a worker only prefetched are never counted.
+-- Marks (claims hash, task id ->): 'q' submitted (submit.lua); 'cancel' its
+-- future was cancelled (cancel.lua); 'run:<starts>:<consumer>:<delivery>'
+-- started; 'lost:<starts>:<consumer>:<delivery>' given up on. No mark: the
+-- task has finished (settled).
+-- KEYS[1] - the executor's claims hash
+-- KEYS[2] - this worker's in-flight list of the task queue (:pressure:inflight:<consumer>)
+-- KEYS[3] - the executor's :stats:retried counter (starts after the first)
+-- KEYS[4] - the executor's :stats:lost counter (tasks given up on)
+-- ARGV[1] - this worker's consumer id (of the task queue)
+-- ARGV[2] - the delivery number
+-- ARGV[3] - the task id
+-- ARGV[4] - the task's max attempts
+-- ARGV[5] - the task queue's in-flight list prefix (:pressure:inflight:)
+-- return the start number (1 the first time, more for a retry: run it); 0 its
+-- future was cancelled; -1 it was started max attempts times already (give up:
+-- WorkerLost); -2 another delivery of it is held by a worker, or it has
+-- finished (drop this copy, keep the mark); -3 this delivery is no longer this
+-- worker's (it went back to the queue): leave it alone. Asking again about the
+-- same delivery gives the same answer and counts nothing twice.
+
+-- Whether the in-flight list `list` holds delivery `seq`.
+local function holds(list, seq)
+  local prefix = seq .. ':'
+  for _, entry in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if string.sub(entry, 1, #prefix) == prefix then return true end
   end
+  return false
 end
-return out
+
+if not holds(KEYS[2], ARGV[2]) then return -3 end
+local state = redis.call('HGET', KEYS[1], ARGV[3])
+if not state then return -2 end
+if state == 'cancel' then return 0 end
+local kind, starts, consumer, seq = string.match(state, '^(%a+):(%d+):(.*):(%d+)$')
+if kind then
+  starts = tonumber(starts)
+  if consumer == ARGV[1] and seq == ARGV[2] then  -- decided already (a lost reply)
+    if kind == 'run' then return starts end
+    return -1
+  end
+  if holds(ARGV[5] .. consumer, seq) then return -2 end
+else  -- 'q', or a mark no claim wrote: nobody started it
+  kind, starts = 'q', 0
+end
+local mark = ':' .. ARGV[1] .. ':' .. ARGV[2]
+if starts >= tonumber(ARGV[4]) then
+  redis.call('HSET', KEYS[1], ARGV[3], 'lost:' .. starts .. mark)
+  if kind ~= 'lost' then redis.call('INCR', KEYS[4]) end
+  return -1
+end
+redis.call('HSET', KEYS[1], ARGV[3], 'run:' .. (starts + 1) .. mark)
+if starts > 0 then redis.call('INCR', KEYS[3]) end
+return starts + 1

@@ -1,25 +1,35 @@
 -- Get one item (protocol Get), or register as the consumer waiting for one.
 -- Items reach a consumer as entries '<seq>:<deliveries>:<ms>:<payload>' (a
 -- delivery number, how many times the item has been delivered, the delivery
--- time in ms, and the payload). A blocking caller sends this script and
--- BLMOVE <inbox> <inflight> RIGHT LEFT in one pipeline: the entry comes
--- through its private inbox, either at once (put there by this script) or
--- later, from put.lua while it waits holding the consumer role. Any other
--- outcome leaves the wake-up entry 's:' in the inbox so the BLMOVE answers at
--- once. An entry stays in <inflight> until the consumer acknowledges it
+-- time in ms, and the payload). A blocking caller sends this script ('block'),
+-- BLMOVE <inbox> <inflight> RIGHT LEFT and this script again ('woken') in one
+-- pipeline: if an item is queued, 'block' puts its entry in the caller's private
+-- inbox and the BLMOVE moves it at once; if not, the caller registers as the
+-- waiter, holding the consumer role, and a put (or a requeue) leaves the wake-up
+-- entry 's:' in its inbox without taking anything out of the list: the BLMOVE
+-- returns, and 'woken', which runs right after it, takes the next item for the
+-- caller (an item never leaves the list for a consumer that may not be there to
+-- take it). Any other outcome leaves a wake-up 's:' in the inbox so the BLMOVE
+-- answers at once. An entry stays in <inflight> until the consumer acknowledges it
 -- (ack.lua), so a reply lost on a dropped connection loses nothing. In the
--- default mode (consumer record ending in '|d') a consumer's next get drops
--- what its in-flight list holds: the client takes back, before that, any
--- entry it never received (mode 'cancel').
+-- default mode (consumer record ending in '|d') the client removes what its
+-- in-flight list and held batch hold as soon as it has the items in hand, before
+-- get() returns (a DEL sent without waiting for its reply); a consumer's next get
+-- also drops them, and the client takes back, before that, any entry it never
+-- received (mode 'cancel'). What a dead consumer's lists still hold was never
+-- returned by its get, and is requeued (requeue.lua).
 -- Mode 'batch' (default mode only: get_many) keeps no entry per item: the
 -- items go to the client as they are, with one header, and stay in Redis as
 -- they are in the consumer's held list <held> (the header at its head, then
--- the items, newest first) until its next get drops them, or 'cancel' turns
+-- the items, newest first) until the client drops them, or 'cancel' turns
 -- them into inbox entries if the client never received them. The header is
 -- 'h:<first seq>:<ms>:<deliveries>', the items numbered from <first seq> on,
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
+-- A closed queue is drained only when its list is empty and no other consumer
+-- holds an item that may come back (in its inbox, in flight or in a held batch):
+-- until then a get answers -8, and waits like one on an open, empty queue.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
 -- KEYS[3]  - :consumer_free
@@ -37,6 +47,8 @@
 -- KEYS[14] - this client's inbox (:pressure:inbox:<id>)
 -- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
 -- KEYS[16] - this client's held batch (:pressure:held:<id>)
+--            (KEYS[14..16] end with ARGV[1]: what comes before it is the prefix of
+--            every consumer's list of that kind)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
@@ -45,10 +57,18 @@
 --                    default mode held as they are in <held>, returned as they
 --                    are and then the header (see above)
 --           'block': deliver to the inbox, or register as the waiter
+--           'woken': sent behind the BLMOVE of 'block': if that BLMOVE took a
+--                    wake-up and the caller is still the waiter (a put or a requeue
+--                    woke it), as 'nowait'; else nothing (-5)
 --           'cancel': stop waiting; entries in <inflight> and a batch in
 --                     <held> not named in ARGV[7..] (never received) go back to
 --                     the inbox
--- ARGV[3] - '1' if the caller asked to block with a negative timeout
+-- ARGV[3] - '0', or
+--           '1' ('block') the caller asked to block with a negative timeout
+--           'w' ('block') the caller has taken back what dead consumers held: on a
+--               closed, empty queue whose items others hold, wait instead of -8
+--           'k' ('batch') keep what <inflight> holds (the same get_many's first
+--               item, not returned yet)
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
@@ -56,23 +76,32 @@
 --             ('many', 'batch') how many items at most
 -- return
 --   'nowait': the entry, or -2 (role held by another client while items
---             wait), -3 (closed and empty), -4 (no queue), -5 (empty)
+--             wait), -3 (closed and empty), -4 (no queue), -5 (empty), -8 (closed
+--             and empty, but another consumer holds items that may come back)
 --   'many':   an array of 1 or more entries (those waiting in the inbox, if any, else
 --             items from the queue), or the same negative codes
 --   'batch':  the same as 'many' in reliable mode, and for entries waiting in the inbox;
 --             else an array of 1 or more items followed by the header
+--   'woken':  as 'nowait', or -5 when it had nothing to do
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
---             -2 (role held by another client), -3, -4, -7 (negative timeout)
+--             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
 local me = ARGV[1]
 local mode = ARGV[2]
+local inbox, inflight, held = KEYS[14], KEYS[15], KEYS[16]
+-- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
+if mode == 'woken' and redis.call('LINDEX', inflight, 0) ~= 's:' then return -5 end
 local default_mode = string.sub(ARGV[4], -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
-local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
-local inbox, inflight, held = KEYS[14], KEYS[15], KEYS[16]
 -- only a client holding the role can be the registered waiter
 local role_free = redis.call('LLEN', KEYS[3]) > 0
 local registered = not role_free and redis.call('GET', KEYS[9]) == me
+if mode == 'woken' then
+  if not registered then return -5 end
+  redis.call('LPOP', inflight)
+  mode = 'nowait'
+end
+local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
 
 local function stop_waiting()
   if registered then
@@ -80,6 +109,29 @@ local function stop_waiting()
     if redis.call('LLEN', KEYS[3]) == 0 then redis.call('LPUSH', KEYS[3], 1) end
     registered = false
   end
+end
+
+-- Whether a list holds anything but wake-up entries.
+local function has_entries(key)
+  local n = redis.call('LLEN', key)
+  return n > 0 and n > #redis.call('LPOS', key, 's:', 'COUNT', 0)
+end
+
+-- Whether another consumer holds an item that may come back to the queue: in its inbox
+-- (never received), in flight (reliable: not acknowledged; default: not returned by its
+-- get yet) or in a held batch (default: not returned yet).
+local function others_hold()
+  local suffix = #me
+  local inbox_prefix = string.sub(inbox, 1, #inbox - suffix)
+  local inflight_prefix = string.sub(inflight, 1, #inflight - suffix)
+  local held_prefix = string.sub(held, 1, #held - suffix)
+  for _, id in ipairs(redis.call('HKEYS', KEYS[11])) do
+    if id ~= me and (redis.call('EXISTS', held_prefix .. id) == 1 or has_entries(inbox_prefix .. id)
+                     or has_entries(inflight_prefix .. id)) then
+      return true
+    end
+  end
+  return false
 end
 
 local function wake(code)
@@ -131,7 +183,10 @@ if mode == 'cancel' then
   return -5
 end
 if default_mode then
-  redis.call('DEL', inflight, held)  -- received: acknowledged by this next get
+  -- returned by the last get: acknowledged by this next one (the client drops them as
+  -- soon as it has them; this is for a drop that never arrived). With 'k' the in-flight
+  -- list holds the first item of the get_many this batch is for, not returned yet.
+  if ARGV[3] == 'k' then redis.call('DEL', held) else redis.call('DEL', inflight, held) end
 else
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
@@ -149,7 +204,9 @@ if nowait then
     return entries
   end
 elseif redis.call('LLEN', inbox) > 0 then
-  return 1
+  -- wake-ups still there are stale: this script looks at the queue itself
+  redis.call('LREM', inbox, 0, 's:')
+  if redis.call('LLEN', inbox) > 0 then return 1 end
 end
 local raw = redis.call('GET', KEYS[2])
 if not raw then
@@ -167,8 +224,14 @@ local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong t
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
 if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
-  if nowait then return -3 end
-  return wake(-3)
+  if not others_hold() then
+    if nowait then return -3 end
+    return wake(-3)
+  end
+  -- not drained: what others hold may come back (the caller first takes back what dead
+  -- consumers hold, then waits with 'w' as on an open, empty queue)
+  if nowait then return -8 end
+  if ARGV[3] ~= 'w' then return wake(-8) end
 end
 if ARGV[3] == '1' then return wake(-7) end
 if not registered and not role_free then

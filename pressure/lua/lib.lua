@@ -51,6 +51,18 @@ local function wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
   redis.call('LPUSH', inbox_prefix .. waiter, 's:')
 end
 
+-- Tell the registered waiter `waiter` (the value of :pressure:waiter, or false), if
+-- `lease` (the value of :pressure:lease) still names it, that items are queued: the
+-- wake-up entry 's:' in its inbox (one is enough). It stays the waiter, holding the
+-- consumer role: its BLMOVE returns, and the get.lua 'woken' it sent behind the BLMOVE
+-- takes the next item for it (a wake-up that leaves it registered can only be this one).
+-- Nothing ever leaves the list for a consumer that may not be there to take it.
+local function nudge_waiter(waiter, lease, inbox_prefix)
+  if not waiter or lease ~= waiter then return end
+  local inbox = inbox_prefix .. waiter
+  if redis.call('LLEN', inbox) == 0 then redis.call('LPUSH', inbox, 's:') end
+end
+
 -- Whether a queue is wholly gone: no :bound and none of the protocol lists
 -- that a Delete removes last (a Delete in progress still has some of them).
 local function queue_gone(bound, producer_free, consumer_free, not_full, closed)

@@ -20,15 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
-)
-from pyspark.sql.types import StructType
+try:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        DataSourceStreamWriter,
+        DataSourceWriter,
+    )
+    from pyspark.sql.types import StructType
+except ImportError as exc:  # no PySpark, or one older than 4.0 (no Python data sources)
+    kind = ModuleNotFoundError if isinstance(exc, ModuleNotFoundError) else ImportError
+    raise kind(f"pressure.spark needs PySpark 4.0 or newer and pyarrow, the 'spark' extra: "
+               f"pip install 'pressure-queue[spark]' ({exc})", name=exc.name) from exc
 
 from ._batch import (
     BatchReader,

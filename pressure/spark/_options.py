@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..connection import ConnectionConfig
+from ..connection import ConnectionConfig, without_password
 from ..keys import KINDS, resolve_prefix
 
 __all__ = ["OPTIONS", "SourceOptions"]
@@ -119,7 +119,8 @@ class SourceOptions:
         try:
             config = ConnectionConfig.resolve(url or None, None)
         except ValueError as exc:
-            raise ValueError(f"option 'url' is not a Redis URL: {url!r} ({exc})") from None
+            shown = without_password(url or "")  # never a password
+            raise ValueError(f"option 'url' is not a Redis URL: {shown!r} ({exc})") from None
         prefix = given.get("prefix")
         if prefix is not None and not prefix:
             raise ValueError("option 'prefix' must not be empty")
