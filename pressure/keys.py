@@ -22,11 +22,39 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["QueueKeys", "ExecutorKeys", "DEFAULT_PREFIX", "KINDS", "resolve_prefix"]
+__all__ = ["QueueKeys", "ExecutorKeys", "DEFAULT_PREFIX", "KINDS", "check_name", "resolve_prefix"]
 
 DEFAULT_PREFIX = "__pressure__"
 #: The kinds of queue: the protocol's FIFO, and the two ordered extensions.
 KINDS = ("fifo", "lifo", "priority")
+
+
+#: The key suffixes of a queue ``<base>``: ``<base>:<suffix>`` (the protocol's eleven side keys).
+_SUFFIXES = frozenset({
+    "bound", "producer", "consumer", "producer_free", "consumer_free", "not_full", "closed",
+    "stats:produced_messages", "stats:produced_bytes", "stats:consumed_messages", "stats:consumed_bytes",
+})
+#: Segments that open a whole family of keys below a queue's (or an Executor's) base.
+_FAMILIES = frozenset({"stats", "pressure", "executor"})
+
+
+def check_name(name: str, what: str = "queue") -> None:
+    """Refuse a name whose keys would be another queue's: ``jobs:closed`` is the key that says
+    queue ``jobs`` is closed, and ``jobs:bound`` its bound, so a queue of that name would shut
+    ``jobs`` or delete its keys. A name is refused if, after any ``:``, what follows is one
+    of the protocol's suffixes (``bound``, ``closed``, ``stats:produced_messages``...), or
+    starts with ``stats``, ``pressure`` (pressure's own keys) or ``executor`` (an Executor's).
+    Ordinary names, and names with those words elsewhere (``consumer:eu``, ``jobs:consumer:eu``),
+    are left alone, so spec clients keep sharing them."""
+    parts = name.split(":")
+    for i in range(1, len(parts)):
+        rest = ":".join(parts[i:])
+        if rest in _SUFFIXES or parts[i] in _FAMILIES:
+            owner = ":".join(parts[:i])
+            raise ValueError(
+                f"{what} name {name!r} would share keys with queue {owner!r}: a name may not end in "
+                f"{', '.join(':' + x for x in sorted(_SUFFIXES))} (a queue's side keys), nor have a "
+                f"part after a ':' that is {', '.join(sorted(_FAMILIES))}")
 
 
 def resolve_prefix(prefix: str | None) -> str:
@@ -73,6 +101,7 @@ class QueueKeys:
     def build(cls, prefix: str, name: str, kind: str = "fifo") -> QueueKeys:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        check_name(name)
         base = f"{prefix}:{name}" if kind == "fifo" else f"{prefix}:{kind}:{name}"
         ext = f"{base}:pressure"
         return cls(
@@ -171,6 +200,7 @@ class ExecutorKeys:
 
     @classmethod
     def build(cls, prefix: str, name: str) -> ExecutorKeys:
+        check_name(name, "executor")
         ext = f"{prefix}:{name}:executor"
         return cls(
             tasks=f"{name}:tasks",

@@ -67,6 +67,10 @@ class QueueLog:
                  kind: str = "fifo", visibility_timeout: float = 30.0) -> None:
         if not isinstance(group, str) or not group:
             raise ValueError("group must be a non-empty string")
+        if group.rsplit(":", 1)[-1] in ("tail", "committed") and ":" in group:
+            # '<logs>:<g>:tail' is group g's tail: a group of that name would share its keys
+            raise ValueError(f"group {group!r} would share keys with group {group.rsplit(':', 1)[0]!r}: "
+                             f"a group name may not end in ':tail' or ':committed'")
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         self.__setstate__({"name": name, "group": group, "kind": kind,
