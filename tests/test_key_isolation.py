@@ -114,7 +114,7 @@ def test_a_log_group_that_would_share_another_groups_keys_is_refused(url: str, p
     """A group's log is '<logs>:<group>', with '<logs>:<group>:tail' and ':committed' beside it."""
     from pressure.log import QueueLog
 
-    q = pressure.Queue("jobs", url=url, prefix=prefix)
+    q: pressure.Queue[Any] = pressure.Queue("jobs", url=url, prefix=prefix)
     before = {key: r.dump(key) for key in r.keys(f"{prefix}:*")}
     with pytest.raises(ValueError, match=f"^group '{group}' would share keys with group 'g'"):
         QueueLog("jobs", group, url=url, prefix=prefix)
