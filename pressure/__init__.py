@@ -17,6 +17,7 @@ from .errors import BackendError as BackendError
 from .errors import DeserializationError as DeserializationError
 from .errors import Empty as Empty
 from .errors import Full as Full
+from .errors import IntegrityError as IntegrityError
 from .errors import ItemTooLarge as ItemTooLarge
 from .errors import OutcomeUnknown as OutcomeUnknown
 from .errors import PermissionDenied as PermissionDenied
@@ -50,6 +51,7 @@ __all__ = [
     "QueueExistsError",
     "SerializationError",
     "DeserializationError",
+    "IntegrityError",
     "ItemTooLarge",
     "ProtocolError",
     "BackendError",

@@ -11,6 +11,7 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     ├── QueueExistsError(PressureError, ValueError)   # maxsize contradicts the stored bound
     ├── SerializationError(PressureError, ValueError) # item could not be (de)serialized
     │   └── DeserializationError                      # carries the raw bytes
+    │       └── IntegrityError                        # signature missing or wrong: never loaded
     ├── ItemTooLarge(PressureError, ValueError)       # larger than the server accepts: not sent
     ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
     ├── BackendError(PressureError)                   # Redis failed; redis error on __cause__
@@ -38,6 +39,7 @@ __all__ = [
     "QueueExistsError",
     "SerializationError",
     "DeserializationError",
+    "IntegrityError",
     "ItemTooLarge",
     "ProtocolError",
     "BackendError",
@@ -98,6 +100,12 @@ class DeserializationError(SerializationError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class IntegrityError(DeserializationError):
+    """Raised for an item whose signature does not verify (the handle has an authkey, and the
+    item is unsigned, altered, forged, signed for another queue or with a key it does not hold):
+    it never reached the serializer. ``payload`` holds the raw bytes."""
 
 
 class ItemTooLarge(PressureError, ValueError):

@@ -105,6 +105,8 @@ def loads(serializer: Serializer, data: bytes) -> Any:
     """Deserialize ``data``; failure raises DeserializationError carrying the raw bytes."""
     try:
         return serializer.loads(data)
+    except DeserializationError:
+        raise  # already says what is wrong (IntegrityError: a signature that does not verify)
     except Exception as exc:
         raise DeserializationError(
             f"cannot deserialize a {len(data)}-byte payload: {exc}", data

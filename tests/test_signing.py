@@ -1,0 +1,130 @@
+"""Signed payloads (pressure/signing.py, issue 15 item 1): the attacks, without Redis."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+import pressure
+from pressure.serializers import JsonSerializer, PickleSerializer, loads
+from pressure.signing import MAGIC, SignedSerializer, Signer, resolve_authkey
+
+KEY = b"k" * 32
+OLD = b"o" * 32
+
+
+class _Boom:
+    """A pickle that creates a file when it is loaded: the harmless stand-in for an exploit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.path}",))
+
+
+def _signed(keys: tuple[bytes, ...] = (KEY,), context: str = "p:jobs") -> SignedSerializer:
+    return SignedSerializer(PickleSerializer(), Signer(keys, context))
+
+
+def test_a_signed_item_round_trips_and_says_which_key_signed_it() -> None:
+    s = _signed()
+    data = s.dumps({"n": 1})
+    assert data.startswith(MAGIC) and s.loads(data) == {"n": 1}
+
+
+def test_a_forged_pickle_never_reaches_pickle_loads(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    crafted = pickle.dumps(_Boom(marker))
+    with pytest.raises(pressure.IntegrityError, match="it is not signed") as info:
+        loads(_signed(), crafted)
+    assert not marker.exists()
+    assert info.value.payload == crafted
+    assert isinstance(info.value, pressure.DeserializationError)
+
+
+def test_an_item_replayed_to_another_queue_is_refused(tmp_path: Path) -> None:
+    data = _signed(context="p:jobs").dumps("x")
+    with pytest.raises(pressure.IntegrityError, match="does not match"):
+        _signed(context="p:other").loads(data)
+
+
+@pytest.mark.parametrize("cut", [1, 20, 32, 40])
+def test_a_truncated_signature_is_refused(cut: int) -> None:
+    data = _signed().dumps("x")
+    head = len(MAGIC) + 8 + 32
+    with pytest.raises(pressure.IntegrityError):
+        _signed().loads(data[:head - cut] if cut < head else data[:4])
+
+
+def test_a_forged_tag_over_a_crafted_body_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    genuine = _signed().dumps("x")
+    forged = genuine[:len(MAGIC) + 8 + 32] + pickle.dumps(_Boom(marker))
+    with pytest.raises(pressure.IntegrityError, match="does not match"):
+        _signed().loads(forged)
+    assert not marker.exists()
+
+
+def test_a_wrong_key_is_refused_and_rotation_accepts_the_old_one() -> None:
+    old_item = _signed((OLD,)).dumps("before rotation")
+    with pytest.raises(pressure.IntegrityError, match="key this handle does not hold"):
+        _signed((KEY,)).loads(old_item)
+    rotated = _signed((KEY, OLD))
+    assert rotated.loads(old_item) == "before rotation"
+    assert _signed((KEY,)).loads(rotated.dumps("new")) == "new"  # signs with the first
+
+
+def test_a_body_altered_after_signing_is_refused() -> None:
+    data = bytearray(_signed().dumps("xyz"))
+    data[-3] ^= 1
+    with pytest.raises(pressure.IntegrityError, match="does not match"):
+        _signed().loads(bytes(data))
+
+
+def test_other_serializers_are_signed_the_same_way() -> None:
+    s = SignedSerializer(JsonSerializer(), Signer((KEY,), "p:jobs"))
+    assert s.loads(s.dumps([1, "a"])) == [1, "a"]
+    with pytest.raises(pressure.IntegrityError):
+        s.loads(b'[1, "a"]')
+
+
+def test_keys_are_never_pickled() -> None:
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(_signed())
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(Signer((KEY,), "p:jobs"))
+
+
+def test_no_message_shows_a_key() -> None:
+    for bad in (b"x" * 40, _signed((OLD,)).dumps("x"), _signed().dumps("x")[:30]):
+        try:
+            _signed().loads(bad)
+        except pressure.IntegrityError as exc:
+            assert KEY.decode() not in str(exc) and OLD.decode() not in str(exc)
+
+
+def test_resolve_authkey(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PRESSURE_AUTHKEY", raising=False)
+    monkeypatch.delenv("PRESSURE_REQUIRE_AUTHKEY", raising=False)
+    assert resolve_authkey(None) == ()
+    assert resolve_authkey(KEY) == (KEY,)
+    assert resolve_authkey("s" * 16) == (b"s" * 16,)
+    assert resolve_authkey([KEY, OLD]) == (KEY, OLD)
+    monkeypatch.setenv("PRESSURE_AUTHKEY", f"{KEY.decode()}, {OLD.decode()}")
+    assert resolve_authkey(None) == (KEY, OLD)
+    monkeypatch.setenv("PRESSURE_AUTHKEY", "")
+    monkeypatch.setenv("PRESSURE_REQUIRE_AUTHKEY", "1")
+    with pytest.raises(ValueError, match="PRESSURE_REQUIRE_AUTHKEY is set"):
+        resolve_authkey(None)
+    assert resolve_authkey(KEY) == (KEY,)
+
+
+@pytest.mark.parametrize("bad, error", [(b"short", ValueError), ([], ValueError), (12, TypeError),
+                                        ([KEY, 3], TypeError)])
+def test_bad_authkeys_are_refused(bad: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        resolve_authkey(bad)  # type: ignore[arg-type]
