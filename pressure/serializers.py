@@ -1,9 +1,15 @@
 """Item serializers: how Python objects become the bytes stored in Redis.
 
 ``"pickle"`` (default, highest protocol) round-trips any picklable object;
-``"json"`` stores UTF-8 JSON; ``"bytes"`` stores bytes untouched, which is
-what lets a client in another language read the items. Any object with
-``dumps(obj) -> bytes`` and ``loads(bytes) -> obj`` works too.
+``"json"`` stores UTF-8 JSON; ``"msgpack"`` (the ``msgpack`` extra) stores
+MessagePack; ``"bytes"`` stores bytes untouched, which is what lets a client in
+another language read the items. Any object with ``dumps(obj) -> bytes`` and
+``loads(bytes) -> obj`` works too.
+
+``json``, ``msgpack`` and ``bytes`` are data-only: loading an item never runs
+code, whoever wrote it. ``pickle`` runs whatever a payload says, so a queue
+that others can write to should sign its items (``authkey=``, pressure/signing.py)
+or use a data-only serializer.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .errors import DeserializationError, SerializationError
 
-__all__ = ["Serializer", "PickleSerializer", "JsonSerializer", "BytesSerializer", "resolve"]
+__all__ = ["Serializer", "PickleSerializer", "JsonSerializer", "MsgpackSerializer", "BytesSerializer", "resolve"]
 
 
 @runtime_checkable
@@ -50,6 +56,29 @@ class JsonSerializer:
         return json.loads(data)
 
 
+class MsgpackSerializer:
+    """MessagePack (the ``msgpack`` package: ``pip install 'pressure-queue[msgpack]'``). Data
+    only; tuples come back as lists, as with JSON, and bytes stay bytes."""
+
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        try:
+            import msgpack
+        except ImportError:
+            raise ImportError("the 'msgpack' serializer needs the msgpack package: "
+                              "pip install 'pressure-queue[msgpack]'") from None
+        self._packb = msgpack.packb
+        self._unpackb = msgpack.unpackb
+
+    def dumps(self, obj: Any) -> bytes:
+        data: bytes = self._packb(obj, use_bin_type=True)
+        return data
+
+    def loads(self, data: bytes) -> Any:
+        return self._unpackb(data, raw=False, strict_map_key=False)
+
+
 class BytesSerializer:
     """Bytes in, bytes out, untouched."""
 
@@ -76,16 +105,19 @@ _BY_NAME: dict[str, Serializer] = {
 def resolve(spec: str | Serializer) -> Serializer:
     """Return the serializer named by ``spec``, or ``spec`` itself if it has dumps/loads."""
     if isinstance(spec, str):
+        if spec == "msgpack" and spec not in _BY_NAME:
+            _BY_NAME[spec] = MsgpackSerializer()  # imported on first use: an optional extra
         try:
             return _BY_NAME[spec]
         except KeyError:
             raise ValueError(
-                f"unknown serializer {spec!r}: use 'pickle', 'json', 'bytes' "
+                f"unknown serializer {spec!r}: use 'pickle', 'json', 'msgpack', 'bytes' "
                 "or an object with dumps() and loads()"
             ) from None
     if callable(getattr(spec, "dumps", None)) and callable(getattr(spec, "loads", None)):
         return spec
-    raise TypeError("serializer must be 'pickle', 'json', 'bytes' or an object with dumps() and loads()")
+    raise TypeError("serializer must be 'pickle', 'json', 'msgpack', 'bytes' or an object with dumps() "
+                    "and loads()")
 
 
 def dumps(serializer: Serializer, obj: Any) -> bytes:

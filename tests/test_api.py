@@ -142,7 +142,8 @@ def test_bad_names_and_arguments(any_queue: Any, url: str) -> None:
 
 @pytest.mark.parametrize(
     ("serializer", "item"),
-    [("pickle", {"set": {1, 2}, "t": (1, 2)}), ("json", {"a": [1, "ü", None]}), ("bytes", b"\x00\xff raw")],
+    [("pickle", {"set": {1, 2}, "t": (1, 2)}), ("json", {"a": [1, "ü", None]}), ("bytes", b"\x00\xff raw"),
+     ("msgpack", {"a": [1, "ü", None, b"\x00\xff"], 7: 2.5})],
 )
 def test_serializers_round_trip(any_queue: Any, serializer: str, item: Any) -> None:
     q = any_queue("s", serializer=serializer)
