@@ -1,0 +1,77 @@
+"""The README's ACL rule (issue 15 item 5) is enough: a user with only that rule runs every
+kind of call pressure makes (tests/acl_workload.py), the rule names every command a script
+can call, and without one of its commands calls fail with PermissionDenied."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import pressure
+from pressure.testing import RedisServer
+
+from . import acl_workload
+
+PASSWORD = "acl-test-password"
+
+
+def _readme_rule() -> tuple[str, list[str]]:
+    """The ``ACL SETUSER`` line of the README's ACL section, and its commands."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    found = re.search(r"^ACL SETUSER pressure on >\S+ (.+)$", text, re.MULTILINE)
+    assert found, "README has no 'ACL SETUSER pressure on >...' line"
+    rule = found.group(1).split()
+    return found.group(0), [r[1:] for r in rule if r.startswith("+")]
+
+
+def _user(r: redis.Redis, prefix: str, without: str | None = None) -> str:
+    _, commands = _readme_rule()
+    r.acl_setuser("app", enabled=True, reset=True, passwords=[f"+{PASSWORD}"], keys=[f"{prefix}:*"],
+                  reset_channels=True, commands=["-@all"] + [f"+{c}" for c in commands if c != without])
+    return "app"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    with RedisServer() as srv:
+        yield srv
+
+
+@pytest.mark.slow
+def test_the_readme_rule_runs_everything(server: RedisServer, prefix: str) -> None:
+    admin = redis.Redis.from_url(server.url)
+    user = _user(admin, prefix)
+    acl_workload.run(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix)
+    assert [e for e in admin.acl_log() if e["username"] == "app"] == []
+    admin.close()
+
+
+@pytest.mark.parametrize("command", ["evalsha", "blmove", "script|load", "lpush", "xadd", "zadd", "time"])
+def test_each_command_of_the_rule_is_needed(server: RedisServer, prefix: str, command: str) -> None:
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_log_reset()
+    user = _user(admin, prefix, without=command)
+    with pytest.raises(pressure.PermissionDenied):
+        acl_workload.run(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix)
+    admin.close()
+
+
+def test_the_rule_names_every_command_a_script_can_call() -> None:
+    """Rare paths (a requeue of a dead consumer, a corrupt key's error) are in the scripts too."""
+    _, commands = _readme_rule()
+    lua = Path(pressure.__file__).parent / "lua"
+    called = {m.lower() for f in lua.glob("*.lua")
+              for m in re.findall(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]", f.read_text())}
+    assert called and called <= set(commands), sorted(called - set(commands))
+
+
+def test_keys_outside_the_prefix_are_refused(server: RedisServer, prefix: str) -> None:
+    admin = redis.Redis.from_url(server.url)
+    user = _user(admin, prefix)
+    with pytest.raises(pressure.PermissionDenied):
+        pressure.Queue("x", url=f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix=prefix + "-other")
+    admin.close()
