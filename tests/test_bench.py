@@ -70,3 +70,15 @@ def test_spec_literal_round_trips_per_put_and_get_are_as_documented() -> None:
         finally:
             transport.cleanup()
             admin.close()
+
+
+def test_server_cost_counts_what_the_server_runs(url: str) -> None:
+    """--server-cost: the raw single-item baseline runs exactly LPUSH + BRPOP per message, and
+    every pressure path costs the server something and sends at least one EVALSHA per batch."""
+    from pressure.bench import server_cost
+
+    base = server_cost.measure(url, 300, server_cost.raw_single)
+    assert base.commands == pytest.approx(2.0, abs=0.02) and base.evalsha == 0 and base.cpu_us > 0
+    for path in server_cost.PATHS:
+        ours = server_cost.measure(url, 500, path.pressure)
+        assert ours.cpu_us > 0 and ours.evalsha >= 1 / 500 and ours.commands > 0, (path.label, ours)

@@ -2,7 +2,8 @@
 
 Queues and executors by default, on one machine and one Redis server:
 ``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
-only the batches, ``--spark`` only the Spark data source.
+only the batches, ``--spark`` only the Spark data source, ``--server-cost`` only the Redis
+CPU per message.
 
 **Queues.** For each transport the benchmark starts one producer process and one consumer
 process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
@@ -41,6 +42,11 @@ about a minute per round): ``put_many``/``get_many`` against raw redis-py batche
 ``multiprocessing.Queue``, for several batch and payload sizes, 1x1 and 2x2 processes; plus
 single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per queued item.
 
+**Server cost** (``pressure.bench.server_cost``, opt-in with ``--server-cost``, which runs only
+it): Redis CPU (``INFO cpu`` of the main thread) and commands (``commandstats``) per message for
+single items (unbounded, bounded), acknowledged gets and batches of 100 and 500, against the
+same work done with plain commands on a plain list; prints the ratios and issue 16's goals.
+
 **Spark** (``pressure.bench.spark``, opt-in with ``--spark``, which runs only it; needs the
 ``spark`` extra and Java): the ``pressure`` data source's writer and readers against raw
 redis-py LPUSH/RPOP batches run from Spark tasks, rows/s in one local SparkSession.
@@ -75,6 +81,7 @@ __all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "confi
 #   batch      --batch: put_many/get_many cells, single items (queues' transports), memory
 #   executor   --executor: pressure.Executor against ProcessPoolExecutor
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks
+#   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
 #   __main__   python -m pressure.bench
 # Sections import _harness (and batch imports queues), never the package nor _cli nor each
 # other's private names; _cli imports queues and loads the other sections when they run.

@@ -80,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sections.add_argument("--spark", action="store_true",
                           help="run only the Spark section (the pressure data source against raw "
                           "redis-py from Spark tasks); opt-in, it needs pyspark and Java")
+    sections.add_argument("--server-cost", action="store_true",
+                          help="run only the server-cost section: Redis CPU and commands per message "
+                               "against raw redis-py (INFO cpu, commandstats)")
+    parser.add_argument("--server-cost-count", type=_positive_int, default=20_000,
+                        help="messages per path in --server-cost (default: 20000)")
     parser.add_argument("--no-batch", action="store_true",
                         help="skip the batch section (the default; kept for scripts)")
     parser.add_argument("--batch-sizes", type=_size_list, default=(1, 10, 100, 500),
@@ -126,8 +131,8 @@ def build_parser(prog: str = "python -m pressure bench") -> argparse.ArgumentPar
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
                        latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
-                       queues=not (args.executor or args.batch or args.spark),
-                       executors=not (args.no_executor or args.batch or args.spark),
+                       queues=not (args.executor or args.batch or args.spark or args.server_cost),
+                       executors=not (args.no_executor or args.batch or args.spark or args.server_cost),
                        batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
                        cpu_tasks=args.cpu_tasks, cpu_mb=args.cpu_mb,
@@ -135,7 +140,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        batch_messages=args.batch_messages, memory_items=args.memory_items,
                        spark=args.spark, spark_rows=args.spark_rows,
                        spark_partitions=args.spark_partitions, spark_batch=args.spark_batch,
-                       spark_stream_batch=args.spark_stream_batch, spark_rounds=args.spark_rounds)
+                       spark_stream_batch=args.spark_stream_batch, spark_rounds=args.spark_rounds,
+                       server_cost=args.server_cost, server_cost_count=args.server_cost_count)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -173,6 +179,12 @@ def main(args: argparse.Namespace) -> int:
                 progress(f"benchmarking the Spark data source on {safe_url(url)} ...")
                 spark_results = bench_spark.run_spark(url, config)
                 reports.append(functools.partial(bench_spark.print_spark_report, spark_results, config))
+            if config.server_cost:
+                from . import server_cost
+
+                progress(f"measuring Redis CPU per message on {safe_url(url)} ...")
+                cost_results = server_cost.run_server_cost(url, config)
+                reports.append(functools.partial(server_cost.print_server_cost_report, cost_results, config))
             print_machine(url, how)
             for report in reports:
                 report()

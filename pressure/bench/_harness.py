@@ -124,6 +124,9 @@ class BenchConfig:
     spark_batch: int = 500
     spark_stream_batch: int = 50_000
     spark_rounds: int = 2
+    #: The server-cost section: messages per path.
+    server_cost: bool = False
+    server_cost_count: int = 20_000
 
 
 @dataclass(frozen=True)

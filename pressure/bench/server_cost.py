@@ -1,0 +1,253 @@
+"""``--server-cost``: what each message costs the Redis server, against raw redis-py.
+
+Redis runs commands on one thread, so the server CPU a message takes is what caps how many
+messages one Redis core can move. For each path a producer thread and a consumer thread move
+``--server-cost-count`` messages (100-byte payloads) through a fresh queue, and the section
+reads from the server, before and after:
+
+* ``INFO cpu``: ``used_cpu_user_main_thread + used_cpu_sys_main_thread`` (the thread that
+  runs commands; the whole process's figures where the server has no per-thread ones), in
+  µs per message;
+* ``INFO commandstats``: the commands run per message, counting those a Lua script runs
+  (Redis counts them too), and EVALSHA calls per message.
+
+The baselines do the same work with plain commands on a plain list: ``LPUSH`` / ``BRPOP``
+for single items, ``LPUSH`` of n / ``LPOP n`` for batches, and for acknowledged gets
+``BLMOVE`` to a processing list then ``LREM`` (the usual reliable-queue pattern). The ratio
+is pressure's CPU per message over the baseline's; the goals are issue 16's (≤ 1.5x for single
+items, ≤ 2x for batches and acknowledged gets). Paths run in turns for ``--repeat`` rounds;
+each one's lowest cost is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+import pressure
+
+from ._harness import BenchConfig, fmt, print_lines, ratio, render_table
+
+PAYLOAD = b"x" * 100
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One run of one path: server CPU (µs) and commands per message."""
+
+    cpu_us: float
+    commands: float
+    evalsha: float
+
+
+@dataclass(frozen=True)
+class Path:
+    """A pressure path and its baseline: ``run(url, n)`` moves n messages."""
+
+    label: str
+    goal: float
+    pressure: Callable[[str, int], None]
+    baseline: Callable[[str, int], None]
+
+
+def _snapshot(r: redis.Redis) -> tuple[float, dict[str, int]]:
+    cpu = r.info("cpu")
+    if "used_cpu_user_main_thread" in cpu:
+        seconds = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    else:
+        seconds = float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    calls = {name.removeprefix("cmdstat_"): int(stats["calls"])
+             for name, stats in r.info("commandstats").items()}
+    return seconds, calls
+
+
+def measure(url: str, n: int, run: Callable[[str, int], None]) -> Cost:
+    """Server CPU and commands per message while ``run`` moves ``n`` messages."""
+    r = redis.Redis.from_url(url)
+    try:
+        cpu0, calls0 = _snapshot(r)
+        run(url, n)
+        cpu1, calls1 = _snapshot(r)
+    finally:
+        r.close()
+    # the two INFO calls of the snapshot itself are not the messages' (a few µs: left in)
+    diff = {k: v - calls0.get(k, 0) for k, v in calls1.items()}
+    diff["info"] = 0
+    return Cost((cpu1 - cpu0) * 1e6 / n, sum(diff.values()) / n, diff.get("evalsha", 0) / n)
+
+
+def _pair(produce: Callable[[], None], consume: Callable[[], None]) -> None:
+    errors: list[BaseException] = []
+
+    def guard(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # reported in the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guard, args=(fn,)) for fn in (produce, consume)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _queue(url: str, **kw: Any) -> pressure.Queue[bytes]:
+    return pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes", **kw)
+
+
+def single(maxsize: int) -> Callable[[str, int], None]:
+    def run(url: str, n: int) -> None:
+        q = _queue(url, maxsize=maxsize)
+        try:
+            def produce() -> None:
+                for _ in range(n):
+                    q.put(PAYLOAD)
+
+            def consume() -> None:
+                for _ in range(n):
+                    q.get()
+
+            _pair(produce, consume)
+        finally:
+            q.delete()
+    return run
+
+
+def reliable(url: str, n: int) -> None:
+    q = _queue(url, reliable=True)
+    try:
+        def produce() -> None:
+            for _ in range(n):
+                q.put(PAYLOAD)
+
+        def consume() -> None:
+            for _ in range(n):
+                q.get()
+                q.task_done()
+
+        _pair(produce, consume)
+    finally:
+        q.delete()
+
+
+def batch(size: int) -> Callable[[str, int], None]:
+    def run(url: str, n: int) -> None:
+        q = _queue(url)
+        chunk = [PAYLOAD] * size
+        try:
+            def produce() -> None:
+                for _ in range(n // size):
+                    q.put_many(chunk)
+
+            def consume() -> None:
+                got = 0
+                while got < n // size * size:
+                    got += len(q.get_many(size))
+
+            _pair(produce, consume)
+        finally:
+            q.delete()
+    return run
+
+
+def _raw(url: str, body: Callable[[redis.Redis, redis.Redis, str], tuple[Callable[[], None], Callable[[], None]]],
+         n: int) -> None:
+    key = f"cost-raw-{uuid.uuid4().hex}"
+    p, c = redis.Redis.from_url(url), redis.Redis.from_url(url)
+    try:
+        _pair(*body(p, c, key))
+    finally:
+        p.delete(key, key + ":processing")
+        p.close()
+        c.close()
+
+
+def raw_single(url: str, n: int) -> None:
+    def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        def produce() -> None:
+            for _ in range(n):
+                p.lpush(key, PAYLOAD)
+
+        def consume() -> None:
+            for _ in range(n):
+                c.brpop([key], timeout=5)
+        return produce, consume
+    _raw(url, body, n)
+
+
+def raw_reliable(url: str, n: int) -> None:
+    def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        def produce() -> None:
+            for _ in range(n):
+                p.lpush(key, PAYLOAD)
+
+        def consume() -> None:
+            for _ in range(n):
+                item: Any = c.blmove(key, key + ":processing", 5, "RIGHT", "LEFT")
+                c.lrem(key + ":processing", 1, item)
+        return produce, consume
+    _raw(url, body, n)
+
+
+def raw_batch(size: int) -> Callable[[str, int], None]:
+    def run(url: str, n: int) -> None:
+        def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
+            chunk = [PAYLOAD] * size
+
+            def produce() -> None:
+                for _ in range(n // size):
+                    p.lpush(key, *chunk)
+
+            def consume() -> None:
+                got = 0
+                while got < n // size * size:
+                    items = c.lpop(key, size)
+                    if items:
+                        got += len(items)
+                    else:
+                        c.blmove(key, key, 1, "RIGHT", "RIGHT")  # wait for more without taking
+            return produce, consume
+
+        _raw(url, body, n)
+    return run
+
+
+PATHS = [
+    Path("single put+get, unbounded", 1.5, single(0), raw_single),
+    Path("single put+get, maxsize=100", 1.5, single(100), raw_single),
+    Path("reliable get + task_done", 2.0, reliable, raw_reliable),
+    Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100)),
+    Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500)),
+]
+
+
+def run_server_cost(url: str, config: BenchConfig) -> list[tuple[Path, Cost, Cost]]:
+    n = config.server_cost_count
+    best: dict[str, tuple[Cost, Cost]] = {}
+    for _ in range(config.repeat):
+        for path in PATHS:
+            ours, base = measure(url, n, path.pressure), measure(url, n, path.baseline)
+            old = best.get(path.label)
+            best[path.label] = (min(ours, old[0], key=lambda c: c.cpu_us) if old else ours,
+                                min(base, old[1], key=lambda c: c.cpu_us) if old else base)
+    return [(path, *best[path.label]) for path in PATHS]
+
+
+def print_server_cost_report(results: list[tuple[Path, Cost, Cost]], config: BenchConfig) -> None:
+    rows = [("path", "pressure µs/msg", "raw µs/msg", "CPU ratio", "goal", "cmds/msg (raw)", "EVALSHA/msg")]
+    for path, ours, base in results:
+        x = ratio(ours.cpu_us, base.cpu_us)
+        rows.append((path.label, fmt(ours.cpu_us, 1), fmt(base.cpu_us, 1), fmt(x, 2, "x"),
+                     f"≤ {path.goal}x {'PASS' if x is not None and x <= path.goal else 'MISS'}",
+                     f"{ours.commands:.2f} ({base.commands:.2f})", fmt(ours.evalsha, 2)))
+    print_lines(render_table(rows), f"Redis server CPU per message ({config.server_cost_count:,} messages "
+                                    f"per path, 100-byte payloads; INFO cpu main thread, commandstats"
+                                    f"{'; lowest of ' + str(config.repeat) + ' rounds' if config.repeat > 1 else ''})")
