@@ -82,3 +82,26 @@ def test_server_cost_counts_what_the_server_runs(url: str) -> None:
     for path in server_cost.PATHS:
         ours = server_cost.measure(url, 500, path.pressure)
         assert ours.cpu_us > 0 and ours.evalsha >= 1 / 500 and ours.commands > 0, (path.label, ours)
+
+
+def test_rtt_proxy_delays_and_keeps_order(url: str) -> None:
+    """--rtt: every round trip through the proxy takes at least the RTT (a lower bound only:
+    a loaded machine adds, never removes), and pipelined commands keep their order."""
+    import time
+
+    from pressure.bench._delay import DelayProxy
+
+    with DelayProxy(url, 0.02) as proxy:
+        r = redis.Redis.from_url(proxy.url)
+        r.ping()
+        start = time.monotonic()
+        for _ in range(5):
+            r.ping()
+        assert time.monotonic() - start >= 5 * 0.02
+        pipe = r.pipeline(transaction=False)
+        for i in range(500):
+            pipe.rpush("rtt-order", i)
+        pipe.execute()
+        assert [int(x) for x in r.lrange("rtt-order", 0, -1)] == list(range(500))
+        r.delete("rtt-order")
+        r.close()

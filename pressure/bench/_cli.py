@@ -6,6 +6,7 @@ The --help text is the package's docstring.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import sys
@@ -85,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                "against raw redis-py (INFO cpu, commandstats)")
     parser.add_argument("--server-cost-count", type=_positive_int, default=20_000,
                         help="messages per path in --server-cost (default: 20000)")
+    parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
+                        help="reach Redis through a proxy that adds this round-trip time in ms, as "
+                             "across hosts (queue and batch sections; multiprocessing.Queue is local)")
     parser.add_argument("--no-batch", action="store_true",
                         help="skip the batch section (the default; kept for scripts)")
     parser.add_argument("--batch-sizes", type=_size_list, default=(1, 10, 100, 500),
@@ -141,7 +145,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        spark=args.spark, spark_rows=args.spark_rows,
                        spark_partitions=args.spark_partitions, spark_batch=args.spark_batch,
                        spark_stream_batch=args.spark_stream_batch, spark_rounds=args.spark_rounds,
-                       server_cost=args.server_cost, server_cost_count=args.server_cost_count)
+                       server_cost=args.server_cost, server_cost_count=args.server_cost_count,
+                       rtt=args.rtt / 1000)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -154,8 +159,15 @@ def main(args: argparse.Namespace) -> int:
         print("pressure bench: --spark-batch must be at most 1000", file=sys.stderr)
         return 2
     try:
-        with redis_url(config.url) as (url, how):
+        with redis_url(config.url) as (url, how), contextlib.ExitStack() as stack:
             reports: list[Callable[[], None]] = []
+            direct = url
+            if config.rtt > 0:
+                from ._delay import DelayProxy
+
+                url = stack.enter_context(DelayProxy(url, config.rtt)).url
+                progress(f"queues and batches reach Redis through a proxy adding {config.rtt * 1000:g} ms "
+                         f"per round trip")
             if config.queues:
                 progress(f"benchmarking 5 transports on {safe_url(url)} ...")
                 results = run_all(url, config)
@@ -164,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
                 from . import executor as bench_executor
 
                 progress(f"benchmarking 2 executors with {config.workers} workers each ...")
-                executor_results = bench_executor.run_executors(url, config)
+                executor_results = bench_executor.run_executors(direct, config)
                 reports.append(functools.partial(bench_executor.print_executor_report,
                                                  executor_results, config))
             if config.batches:
@@ -177,15 +189,15 @@ def main(args: argparse.Namespace) -> int:
                 from . import spark as bench_spark
 
                 progress(f"benchmarking the Spark data source on {safe_url(url)} ...")
-                spark_results = bench_spark.run_spark(url, config)
+                spark_results = bench_spark.run_spark(direct, config)
                 reports.append(functools.partial(bench_spark.print_spark_report, spark_results, config))
             if config.server_cost:
                 from . import server_cost
 
                 progress(f"measuring Redis CPU per message on {safe_url(url)} ...")
-                cost_results = server_cost.run_server_cost(url, config)
+                cost_results = server_cost.run_server_cost(direct, config)
                 reports.append(functools.partial(server_cost.print_server_cost_report, cost_results, config))
-            print_machine(url, how)
+            print_machine(direct, how)
             for report in reports:
                 report()
     except (ConnectionError, ServerUnavailable, redis.RedisError, OSError) as exc:

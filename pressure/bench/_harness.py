@@ -127,6 +127,8 @@ class BenchConfig:
     #: The server-cost section: messages per path.
     server_cost: bool = False
     server_cost_count: int = 20_000
+    #: Round-trip time (s) a proxy adds in front of Redis for the queue and batch sections.
+    rtt: float = 0.0
 
 
 @dataclass(frozen=True)
