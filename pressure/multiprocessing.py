@@ -37,6 +37,7 @@ import redis
 
 from . import serializers
 from .queue import Queue as _PressureQueue
+from .signing import Authkey
 
 _OWN = ["Queue", "JoinableQueue", "SimpleQueue", "Context", "get_context"]
 __all__ = _OWN + sorted(set(_mp.__all__) - set(_OWN))
@@ -66,10 +67,11 @@ class _Handle(Generic[T]):
         prefix: str | None,
         serializer: str | serializers.Serializer,
         client_id: str | None,
+        authkey: Authkey | None = None,
     ) -> None:
         self._queue: _PressureQueue[T] = _PressureQueue(
             name=name, maxsize=_bound(maxsize), url=url, connection=connection, prefix=prefix,
-            serializer=serializer, client_id=client_id,
+            serializer=serializer, client_id=client_id, authkey=authkey,
         )
         self._closed_in: int | None = None
 
@@ -141,8 +143,9 @@ class Queue(_Handle[T]):
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
+        authkey: Authkey | None = None,
     ) -> None:
-        super().__init__(maxsize, name, url, connection, prefix, serializer, client_id)
+        super().__init__(maxsize, name, url, connection, prefix, serializer, client_id, authkey)
 
     def put(self, obj: T, block: bool = True, timeout: float | None = None) -> None:
         """Put obj into the queue.
@@ -265,8 +268,9 @@ class SimpleQueue(_Handle[T]):
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
+        authkey: Authkey | None = None,
     ) -> None:
-        super().__init__(0, name, url, connection, prefix, serializer, client_id)
+        super().__init__(0, name, url, connection, prefix, serializer, client_id, authkey)
 
     def _check_handle(self) -> None:
         if self._closed():

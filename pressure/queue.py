@@ -71,6 +71,7 @@ from .errors import (
     DeserializationError,
     Empty,
     Full,
+    IntegrityError,
     OutcomeUnknown,
     PressureError,
     ProtocolError,
@@ -79,6 +80,7 @@ from .errors import (
     ShutDown,
 )
 from .keys import QueueKeys, resolve_prefix
+from .signing import Authkey, SignedSerializer, Signer, resolve_authkey
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
 
@@ -165,6 +167,13 @@ def _count(name: str, value: Any) -> int:
     if value < 0:
         raise ValueError(f"{name} must be non-negative, not {value}")
     return int(value)
+
+
+def _spawning() -> bool:
+    """Whether this process is pickling the arguments of a child process it is starting."""
+    from multiprocessing.context import get_spawning_popen
+
+    return get_spawning_popen() is not None
 
 
 def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
@@ -351,6 +360,7 @@ class Queue(Generic[T]):
         visibility_timeout: float = 30.0,
         lease: float = 10.0,
         max_deliveries: int | None = 10,
+        authkey: Authkey | None = None,
     ) -> None:
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
@@ -372,26 +382,28 @@ class Queue(Generic[T]):
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
         options = self._options_of(reliable, visibility_timeout, lease, max_deliveries)
-        self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
+        keys = resolve_authkey(authkey)
+        self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
         self._create(bound)
         if anonymous:
             # holds the configuration only, never this handle; runs in this process only
             self._exit_delete = multiprocessing.util.Finalize(
-                None, _delete_at_exit, args=(type(self), self.__getstate__()),
+                None, _delete_at_exit, args=(type(self), {**self.__getstate__(), "signed": False}),
                 exitpriority=_EXIT_PRIORITY)
 
     @classmethod
     def _from_config(cls, name: str, config: ConnectionConfig, *, prefix: str,
                      serializer: str | serializers.Serializer = "pickle", create: bool = True,
                      reliable: bool = False, visibility_timeout: float = 30.0,
-                     max_deliveries: int | None = 10, backend: Backend | None = None) -> Queue[Any]:
+                     max_deliveries: int | None = 10, backend: Backend | None = None,
+                     authkey: tuple[bytes, ...] = ()) -> Queue[Any]:
         """A handle from a ``ConnectionConfig`` (what a handle pickles as), for pressure's own
         processes (executor workers). ``create=False`` attaches only: a queue that does not
         exist is never made, and using the handle raises QueueDoesNotExist. Handles given one
         ``backend`` share its connections, so their calls can share a pipeline."""
         q: Queue[Any] = cls.__new__(cls)
         options = cls._options_of(reliable, visibility_timeout, 10.0, max_deliveries)
-        q._setup(name, prefix, serializer, None, backend or Backend(config), options)
+        q._setup(name, prefix, serializer, None, backend or Backend(config), options, authkey)
         if create:
             q._create(None)
         return q
@@ -418,7 +430,8 @@ class Queue(Generic[T]):
         return int(value)
 
     def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
-               client_id: str | None, backend: Backend, options: dict[str, Any]) -> None:
+               client_id: str | None, backend: Backend, options: dict[str, Any],
+               authkey: tuple[bytes, ...] = ()) -> None:
         self._options = options
         self._exit_delete = None
         self._reliable: bool = options["reliable"]
@@ -441,6 +454,10 @@ class Queue(Generic[T]):
         self._prefix = prefix
         self._serializer_spec = serializer
         self._serializer = serializers.resolve(serializer)
+        self._authkey = authkey
+        if authkey:  # every payload signed for this queue, and verified before it is loaded
+            base = QueueKeys.build(prefix, name, self._KIND).base
+            self._serializer = SignedSerializer(self._serializer, Signer(authkey, base))
         self._bytes = isinstance(self._serializer, serializers.BytesSerializer)
         # bytes on a FIFO queue: a stored item is the item itself (get_many skips the serializer)
         self._plain = self._bytes and type(self)._unwrap is Queue._unwrap
@@ -533,11 +550,21 @@ class Queue(Generic[T]):
             "client_id": self._client_id,
             "config": self._backend.config,
             "options": self._options,
+            # the keys travel only to a child process being started, as multiprocessing's
+            # authkey does; anywhere else the other side reads its own (PRESSURE_AUTHKEY)
+            "signed": bool(self._authkey),
+            "authkey": self._authkey if _spawning() else (),
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        keys = tuple(state.get("authkey", ())) or ()
+        if state.get("signed") and not keys:
+            keys = resolve_authkey(None)
+            if not keys:
+                raise ValueError(f"queue {state['name']!r} signs its items, and its handle carries no key "
+                                 f"(keys are never pickled): set PRESSURE_AUTHKEY in this process")
         self._setup(state["name"], state["prefix"], state["serializer"], state["client_id"],
-                    Backend(state["config"]), state["options"])
+                    Backend(state["config"]), state["options"], keys)
 
     # -- create-or-attach -----------------------------------------------------------
 
@@ -858,11 +885,20 @@ class Queue(Generic[T]):
         cid = self._consumer_id()
         if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
             self._sweep()
-        entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
-        delivery = self._delivery(cid, entry)
-        # default mode: received is acknowledged (this consumer's next get drops it)
-        self._last_received[cid] = [delivery.id]
-        return delivery
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
+            try:
+                delivery = self._delivery(cid, entry)
+            except IntegrityError as exc:  # never loaded: dead-lettered; wait for the next item
+                logger.warning("queue %r: %s (moved to the dead-letter list)", self._name, exc)
+                self._last_received[cid] = []
+                if deadline is not None:
+                    wait = max(0.0, deadline - time.monotonic())
+                continue
+            # default mode: received is acknowledged (this consumer's next get drops it)
+            self._last_received[cid] = [delivery.id]
+            return delivery
 
     def _refuse_negative_timeout(self) -> NoReturn:
         """A blocking get with a negative timeout: ValueError as queue.Queue raises it, after

@@ -22,6 +22,7 @@ import redis
 from . import serializers
 from .keys import QueueKeys
 from .queue import Queue
+from .signing import Authkey
 
 __all__ = ["SimpleQueue"]
 
@@ -49,10 +50,11 @@ class SimpleQueue(Generic[T]):
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
+        authkey: Authkey | None = None,
     ) -> None:
         self._queue: Queue[T] = Queue(
             name=name, maxsize=0, url=url, connection=connection, prefix=prefix,
-            serializer=serializer, client_id=client_id,
+            serializer=serializer, client_id=client_id, authkey=authkey,
         )
 
     # -- the queue.SimpleQueue API ------------------------------------------------------

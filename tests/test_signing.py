@@ -128,3 +128,101 @@ def test_resolve_authkey(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_authkeys_are_refused(bad: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         resolve_authkey(bad)  # type: ignore[arg-type]
+
+
+# -- on a real server: Queue(authkey=...) ------------------------------------------------------
+
+import logging  # noqa: E402
+import multiprocessing  # noqa: E402
+from typing import Any  # noqa: E402
+
+import redis  # noqa: E402
+
+
+def _signed_queue(url: str, prefix: str, name: str = "signed", **kw: Any) -> pressure.Queue[Any]:
+    return pressure.Queue(name, url=url, prefix=prefix, authkey=KEY, **kw)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_forged_item_in_a_signed_queue_is_dead_lettered_and_the_consumer_goes_on(
+        url: str, prefix: str, r: redis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        reliable: bool) -> None:
+    """The issue's attack: a plain LPUSH of a crafted pickle. It never reaches pickle.loads;
+    get() logs it (naming the queue), dead-letters it and returns the next genuine item."""
+    marker = tmp_path / "pwned"
+    q = _signed_queue(url, prefix, reliable=reliable)
+    assert r.lpush(q.keys.base, pickle.dumps(_Boom(marker)))  # what an attacker can do
+    q.put("genuine")
+    with caplog.at_level(logging.WARNING, logger="pressure"):
+        assert q.get(timeout=5) == "genuine"
+    assert not marker.exists()
+    assert "queue 'signed'" in caplog.text and "it is not signed" in caplog.text
+    assert len(q.dead_letters()) == 1
+    if reliable:
+        q.task_done()
+    q.delete()
+
+
+def test_get_many_leaves_a_forged_item_out(url: str, prefix: str, r: redis.Redis, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    q = _signed_queue(url, prefix)
+    q.put("a")
+    r.lpush(q.keys.base, pickle.dumps(_Boom(marker)))
+    q.put("b")
+    assert q.get_many(10) == ["a", "b"]
+    assert not marker.exists() and len(q.dead_letters()) == 1
+    q.delete()
+
+
+def test_an_item_signed_for_another_queue_is_refused(url: str, prefix: str, r: redis.Redis) -> None:
+    a, b = _signed_queue(url, prefix, "a"), _signed_queue(url, prefix, "b")
+    a.put("for a only")
+    r.lmove(a.keys.base, b.keys.base, "RIGHT", "LEFT")  # replayed into b
+    with pytest.raises(pressure.Empty):
+        b.get(timeout=0.5)
+    assert len(b.dead_letters()) == 1
+    a.delete()
+    b.delete()
+
+
+def test_a_signed_queue_stores_signed_payloads_and_an_unsigned_handle_cannot_read_them(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    q = _signed_queue(url, prefix, serializer="bytes")
+    q.put(b"payload")
+    stored = r.lindex(q.keys.base, 0)
+    assert stored is not None and stored.startswith(MAGIC) and stored.endswith(b"payload")
+    plain: pressure.Queue[bytes] = pressure.Queue("signed", url=url, prefix=prefix, serializer="bytes")
+    assert plain.get_nowait() == stored  # a handle without the key sees the signed bytes
+    q.delete()
+
+
+def test_a_pickled_handle_never_carries_its_key(url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PRESSURE_AUTHKEY", raising=False)
+    q = _signed_queue(url, prefix)
+    data = pickle.dumps(q)
+    assert KEY not in data
+    with pytest.raises(ValueError, match="set PRESSURE_AUTHKEY"):
+        pickle.loads(data)
+    monkeypatch.setenv("PRESSURE_AUTHKEY", KEY.decode())
+    copy = pickle.loads(data)
+    q.put("x")
+    assert copy.get(timeout=5) == "x"
+    q.delete()
+
+
+def _child_get(q: pressure.Queue[Any], out: Any) -> None:
+    out.put(q.get(timeout=10))
+
+
+def test_a_child_process_gets_the_key_as_multiprocessing_passes_its_authkey(
+        url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PRESSURE_AUTHKEY", raising=False)
+    ctx = multiprocessing.get_context("spawn")
+    q = _signed_queue(url, prefix)
+    q.put("to the child")
+    out = ctx.Queue()
+    p = ctx.Process(target=_child_get, args=(q, out))
+    p.start()
+    assert out.get(timeout=60) == "to the child"
+    p.join(30)
+    q.delete()
