@@ -1,5 +1,10 @@
 -- Shared functions, put in front of every script when it is loaded (the SHA1
 -- covers the combined text), so no two scripts carry copies of them.
+-- Each script binds its KEYS and ARGV to named locals at its top, named as its
+-- header names them (a key after its suffix: not_full, consumer_free, inflight...;
+-- with '_key' where the plain name is the value read from it: bound_key, waiter_key,
+-- items_key), and its body uses those names only. No such name may be one of the
+-- functions below.
 
 -- A counter key (:stats:*, :pressure:tasks_done ...): 0 if missing; anything but
 -- plain ASCII digits is an error reply naming the key, raised before any write.
