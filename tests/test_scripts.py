@@ -168,7 +168,7 @@ def test_script_matches_its_header(name: str, check: Callable[[Script], None]) -
 
 
 def test_library_names_are_seen() -> None:
-    assert {"counter", "keep_permit", "items_len", "items_pop", "ITEM_ARGS", "LIFO"} <= LIBRARY_NAMES
+    assert {"counter", "fail", "keep_permit", "items_len", "items_pop", "ITEM_ARGS", "LIFO"} <= LIBRARY_NAMES
 
 
 def test_the_checks_catch_a_wrong_header(tmp_path: Path) -> None:
@@ -213,3 +213,11 @@ def test_every_script_compiles_as_assembled(r: redis.Redis, kind: str) -> None:
     for name in SCRIPTS:
         text = "\n".join(((LUA / "lib.lua").read_text("utf-8"), items, (LUA / name).read_text("utf-8")))
         assert len(r.script_load(text)) == 40, name
+
+
+def test_errors_are_raised_as_strings() -> None:
+    """error({err = ...}) breaks Redis 6.2's error handler (it concatenates the error with its
+    position): a script stops with lib.lua's fail(message), or returns redis.error_reply."""
+    for path in sorted(LUA.glob("*.lua")):
+        code = "\n".join(_strip_comment(line) for line in path.read_text("utf-8").splitlines())
+        assert not re.search(r"\berror\s*\(\s*(\{|redis\.error_reply)", code), path.name
