@@ -14,29 +14,32 @@
 --           redelivery will count it)
 -- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
 -- called too many times) or -4 (no queue) or 0 without task_done}
-if ARGV[1] == '*' then
-  local held = redis.call('LLEN', KEYS[5])
-  redis.call('DEL', KEYS[5])
+local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
+local all_tasks_done, inflight = KEYS[4], KEYS[5]
+local delivery, task_done = ARGV[1], ARGV[2]
+if delivery == '*' then
+  local held = redis.call('LLEN', inflight)
+  redis.call('DEL', inflight)
   return {held, 0}
 end
 local acked = 0
-local prefix = ARGV[1] .. ':'
-if ARGV[1] ~= '-' then  -- '-' (a default-mode task_done) names no delivery
-  for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+local prefix = delivery .. ':'
+if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
+  for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
     if string.sub(entry, 1, #prefix) == prefix then
-      redis.call('LREM', KEYS[5], 1, entry)
+      redis.call('LREM', inflight, 1, entry)
       acked = 1
       break
     end
   end
 end
-if ARGV[2] ~= '1' and (ARGV[2] ~= '2' or acked == 0) then return {acked, 0} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {acked, -4} end
-local produced = counter(KEYS[2])
-local done = counter(KEYS[3])
+if task_done ~= '1' and (task_done ~= '2' or acked == 0) then return {acked, 0} end
+if redis.call('EXISTS', bound_key) == 0 then return {acked, -4} end
+local produced = counter(produced_messages)
+local done = counter(tasks_done)
 if done >= produced then return {acked, -1} end
-done = redis.call('INCR', KEYS[3])
+done = redis.call('INCR', tasks_done)
 if done >= produced then
-  redis.call('XADD', KEYS[4], 'MAXLEN', 1, '*', 'done', done)
+  redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', done)
 end
 return {acked, produced - done}

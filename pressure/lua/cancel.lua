@@ -4,10 +4,12 @@
 -- ARGV[1] - task id
 -- return 1 if cancelled (it will never run), 0 if a worker has started it or
 -- given up on it, -1 if it is not marked: finished, or not submitted yet
-local state = redis.call('HGET', KEYS[1], ARGV[1])
+local claims = KEYS[1]
+local task_id = ARGV[1]
+local state = redis.call('HGET', claims, task_id)
 if not state then return -1 end
 if state == 'q' or state == 'cancel' then
-  redis.call('HSET', KEYS[1], ARGV[1], 'cancel')
+  redis.call('HSET', claims, task_id, 'cancel')
   return 1
 end
 return 0

@@ -24,6 +24,10 @@
 -- finished (drop this copy, keep the mark); -3 this delivery is no longer this
 -- worker's (it went back to the queue): leave it alone. Asking again about the
 -- same delivery gives the same answer and counts nothing twice.
+local claims, inflight, retried = KEYS[1], KEYS[2], KEYS[3]
+local lost = KEYS[4]
+local consumer_id, delivery, task_id = ARGV[1], ARGV[2], ARGV[3]
+local max_attempts, inflight_prefix = ARGV[4], ARGV[5]
 
 -- Whether the in-flight list `list` holds delivery `seq`.
 local function holds(list, seq)
@@ -34,27 +38,27 @@ local function holds(list, seq)
   return false
 end
 
-if not holds(KEYS[2], ARGV[2]) then return -3 end
-local state = redis.call('HGET', KEYS[1], ARGV[3])
+if not holds(inflight, delivery) then return -3 end
+local state = redis.call('HGET', claims, task_id)
 if not state then return -2 end
 if state == 'cancel' then return 0 end
 local kind, starts, consumer, seq = string.match(state, '^(%a+):(%d+):(.*):(%d+)$')
 if kind then
   starts = tonumber(starts)
-  if consumer == ARGV[1] and seq == ARGV[2] then  -- decided already (a lost reply)
+  if consumer == consumer_id and seq == delivery then  -- decided already (a lost reply)
     if kind == 'run' then return starts end
     return -1
   end
-  if holds(ARGV[5] .. consumer, seq) then return -2 end
+  if holds(inflight_prefix .. consumer, seq) then return -2 end
 else  -- 'q', or a mark no claim wrote: nobody started it
   kind, starts = 'q', 0
 end
-local mark = ':' .. ARGV[1] .. ':' .. ARGV[2]
-if starts >= tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[1], ARGV[3], 'lost:' .. starts .. mark)
-  if kind ~= 'lost' then redis.call('INCR', KEYS[4]) end
+local mark = ':' .. consumer_id .. ':' .. delivery
+if starts >= tonumber(max_attempts) then
+  redis.call('HSET', claims, task_id, 'lost:' .. starts .. mark)
+  if kind ~= 'lost' then redis.call('INCR', lost) end
   return -1
 end
-redis.call('HSET', KEYS[1], ARGV[3], 'run:' .. (starts + 1) .. mark)
-if starts > 0 then redis.call('INCR', KEYS[3]) end
+redis.call('HSET', claims, task_id, 'run:' .. (starts + 1) .. mark)
+if starts > 0 then redis.call('INCR', retried) end
 return starts + 1

@@ -13,14 +13,18 @@
 --           on the entry 's:' in its inbox
 -- return 1 if closed now, 0 if it was closed already, -2 if the producer role
 -- is held by another client, -4 if the queue does not exist
-if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
-if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-if redis.call('LLEN', KEYS[2]) == 0 then return -2 end
-redis.call('LLEN', KEYS[5])  -- read first: a wrong type fails before any write
-redis.call('LLEN', KEYS[6])
-redis.call('SET', KEYS[3], ARGV[1])
-redis.call('LPUSH', KEYS[4], 1, 1)
-redis.call('LPUSH', KEYS[5], 1)
-redis.call('LTRIM', KEYS[5], 0, 0)
-wake_waiter(KEYS[7], KEYS[8], KEYS[6], ARGV[2])
+local bound_key, producer_free, producer = KEYS[1], KEYS[2], KEYS[3]
+local closed, not_full, consumer_free = KEYS[4], KEYS[5], KEYS[6]
+local waiter_key, lease_key = KEYS[7], KEYS[8]
+local client_id, inbox_prefix = ARGV[1], ARGV[2]
+if redis.call('EXISTS', bound_key) == 0 then return -4 end
+if redis.call('EXISTS', closed) == 1 then return 0 end
+if redis.call('LLEN', producer_free) == 0 then return -2 end
+redis.call('LLEN', not_full)  -- read first: a wrong type fails before any write
+redis.call('LLEN', consumer_free)
+redis.call('SET', producer, client_id)
+redis.call('LPUSH', closed, 1, 1)
+redis.call('LPUSH', not_full, 1)
+redis.call('LTRIM', not_full, 0, 0)
+wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
 return 1

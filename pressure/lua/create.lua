@@ -19,22 +19,27 @@
 --        {-1, ''} if :bound is missing but other keys remain (a Delete is
 --        running or was interrupted), so creating now would break the queue,
 --        {-2, kind} if it exists as another kind of queue
-local stored = redis.call('GET', KEYS[1])
+local bound_key, producer_free, consumer_free = KEYS[1], KEYS[2], KEYS[3]
+local not_full, closed, kind_key = KEYS[4], KEYS[5], KEYS[6]
+local consumers = KEYS[7]
+local bound, queue_kind, inbox_prefix = ARGV[1], ARGV[2], ARGV[3]
+local inflight_prefix, held_prefix, logs = ARGV[4], ARGV[5], ARGV[6]
+local stored = redis.call('GET', bound_key)
 if stored then
-  local kind = redis.call('GET', KEYS[6]) or 'fifo'
-  if kind ~= ARGV[2] then return {-2, kind} end
+  local kind = redis.call('GET', kind_key) or 'fifo'
+  if kind ~= queue_kind then return {-2, kind} end
   return {0, stored}
 end
-if not queue_gone(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) then
+if not queue_gone(bound_key, producer_free, consumer_free, not_full, closed) then
   return {-1, ''}
 end
-local others = {KEYS[6]}
+local others = {kind_key}
 for i = 8, #KEYS do table.insert(others, KEYS[i]) end
-forget_queue(KEYS[7], ARGV[3], ARGV[4], ARGV[5], ARGV[6], others)
-redis.call('DEL', KEYS[7])
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('LPUSH', KEYS[2], 1)
-redis.call('LPUSH', KEYS[3], 1)
-redis.call('LPUSH', KEYS[4], 1)
-if ARGV[2] ~= 'fifo' then redis.call('SET', KEYS[6], ARGV[2]) end
-return {1, ARGV[1]}
+forget_queue(consumers, inbox_prefix, inflight_prefix, held_prefix, logs, others)
+redis.call('DEL', consumers)
+redis.call('SET', bound_key, bound)
+redis.call('LPUSH', producer_free, 1)
+redis.call('LPUSH', consumer_free, 1)
+redis.call('LPUSH', not_full, 1)
+if queue_kind ~= 'fifo' then redis.call('SET', kind_key, queue_kind) end
+return {1, bound}

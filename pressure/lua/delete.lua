@@ -17,22 +17,27 @@
 -- ARGV[5] - :pressure:logs (the set naming the logs kept beside the queue: they go too)
 -- return 1 deleted, -4 no such queue ('begin'), -8 re-created meanwhile,
 --        -10 waiting for the producer token, -11 waiting for the consumer token
-if ARGV[1] == 'begin' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return -4 end
+local bound_key, not_full, closed = KEYS[1], KEYS[2], KEYS[3]
+local producer_free, consumer_free, waiter_key = KEYS[4], KEYS[5], KEYS[6]
+local lease_key, consumers = KEYS[7], KEYS[8]
+local step, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3]
+local held_prefix, logs = ARGV[4], ARGV[5]
+if step == 'begin' then
+  if redis.call('EXISTS', bound_key) == 0 then return -4 end
   -- read first: a key of the wrong type fails here, before anything is deleted
-  for i = 2, 5 do redis.call('LLEN', KEYS[i]) end
-  redis.call('DEL', KEYS[1])
-  redis.call('LPUSH', KEYS[2], 1)
-  redis.call('LPUSH', KEYS[3], 1, 1)
-  wake_waiter(KEYS[6], KEYS[7], KEYS[5], ARGV[2])
-elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  for _, key in ipairs({not_full, closed, producer_free, consumer_free}) do redis.call('LLEN', key) end
+  redis.call('DEL', bound_key)
+  redis.call('LPUSH', not_full, 1)
+  redis.call('LPUSH', closed, 1, 1)
+  wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
+elseif redis.call('EXISTS', bound_key) == 1 then
   return -8
 end
-if redis.call('LLEN', KEYS[4]) == 0 then return -10 end
-if redis.call('LLEN', KEYS[5]) == 0 then return -11 end
-for _, id in ipairs(redis.call('HKEYS', KEYS[8])) do
-  redis.call('DEL', ARGV[2] .. id, ARGV[3] .. id, ARGV[4] .. id)
+if redis.call('LLEN', producer_free) == 0 then return -10 end
+if redis.call('LLEN', consumer_free) == 0 then return -11 end
+for _, id in ipairs(redis.call('HKEYS', consumers)) do
+  redis.call('DEL', inbox_prefix .. id, inflight_prefix .. id, held_prefix .. id)
 end
-forget_logs(ARGV[5])
+forget_logs(logs)
 redis.call('DEL', unpack(KEYS))
 return 1

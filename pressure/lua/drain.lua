@@ -12,25 +12,29 @@
 -- ARGV[1] - client identifier
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
-if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
-local n = items_len(KEYS[1])  -- read first: a wrong type fails before any write
-local produced = counter(KEYS[6])
-local done = counter(KEYS[7])
-counter(KEYS[8])
-redis.call('LLEN', KEYS[5])
-if redis.call('LLEN', KEYS[3]) == 0 then return -2 end
-redis.call('SET', KEYS[4], ARGV[1])
+local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
+local consumer, not_full, produced_messages = KEYS[4], KEYS[5], KEYS[6]
+local tasks_done, discarded, all_tasks_done = KEYS[7], KEYS[8], KEYS[9]
+local client_id = ARGV[1]
+if redis.call('EXISTS', bound_key) == 0 then return -4 end
+local n = items_len(items_key)  -- read first: a wrong type fails before any write
+local produced = counter(produced_messages)
+local done = counter(tasks_done)
+counter(discarded)
+redis.call('LLEN', not_full)
+if redis.call('LLEN', consumer_free) == 0 then return -2 end
+redis.call('SET', consumer, client_id)
 if n > 0 then
-  redis.call('DEL', KEYS[1])
-  redis.call('INCRBY', KEYS[8], n)
+  redis.call('DEL', items_key)
+  redis.call('INCRBY', discarded, n)
   local drop = math.min(n, math.max(produced - done, 0))
   if drop > 0 then
-    done = redis.call('INCRBY', KEYS[7], drop)
+    done = redis.call('INCRBY', tasks_done, drop)
     if done >= produced then
-      redis.call('XADD', KEYS[9], 'MAXLEN', 1, '*', 'done', done)
+      redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', done)
     end
   end
 end
-redis.call('LPUSH', KEYS[5], 1)
-redis.call('LTRIM', KEYS[5], 0, 0)
+redis.call('LPUSH', not_full, 1)
+redis.call('LTRIM', not_full, 0, 0)
 return n

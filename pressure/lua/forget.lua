@@ -15,8 +15,12 @@
 -- ARGV[3] - held-batch key prefix (:pressure:held:)
 -- ARGV[4] - :pressure:logs (the set naming the logs kept beside the queue)
 -- return how many keys were deleted, or -1 if the queue is not gone
-if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 then return -1 end
+local bound_key, producer_free, consumer_free = KEYS[1], KEYS[2], KEYS[3]
+local waiter_key, consumers = KEYS[4], KEYS[5]
+local inbox_prefix, inflight_prefix, held_prefix = ARGV[1], ARGV[2], ARGV[3]
+local logs = ARGV[4]
+if redis.call('EXISTS', bound_key, producer_free, consumer_free, waiter_key) > 0 then return -1 end
 local others = {}
 for i = 6, #KEYS do table.insert(others, KEYS[i]) end
-local deleted = forget_queue(KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], others)
-return deleted + redis.call('DEL', KEYS[5])
+local deleted = forget_queue(consumers, inbox_prefix, inflight_prefix, held_prefix, logs, others)
+return deleted + redis.call('DEL', consumers)

@@ -86,16 +86,21 @@
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
-local me = ARGV[1]
-local mode = ARGV[2]
-local inbox, inflight, held = KEYS[14], KEYS[15], KEYS[16]
+local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
+local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
+local consumed_messages, consumed_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
+local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
+local delivery_seq, inbox, inflight = KEYS[13], KEYS[14], KEYS[15]
+local held = KEYS[16]
+local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
+local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
 if mode == 'woken' and redis.call('LINDEX', inflight, 0) ~= 's:' then return -5 end
-local default_mode = string.sub(ARGV[4], -2) == '|d'
+local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
 -- only a client holding the role can be the registered waiter
-local role_free = redis.call('LLEN', KEYS[3]) > 0
-local registered = not role_free and redis.call('GET', KEYS[9]) == me
+local role_free = redis.call('LLEN', consumer_free) > 0
+local registered = not role_free and redis.call('GET', waiter_key) == me
 if mode == 'woken' then
   if not registered then return -5 end
   redis.call('LPOP', inflight)
@@ -105,8 +110,8 @@ local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
 
 local function stop_waiting()
   if registered then
-    redis.call('DEL', KEYS[9])
-    if redis.call('LLEN', KEYS[3]) == 0 then redis.call('LPUSH', KEYS[3], 1) end
+    redis.call('DEL', waiter_key)
+    if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
     registered = false
   end
 end
@@ -125,7 +130,7 @@ local function others_hold()
   local inbox_prefix = string.sub(inbox, 1, #inbox - suffix)
   local inflight_prefix = string.sub(inflight, 1, #inflight - suffix)
   local held_prefix = string.sub(held, 1, #held - suffix)
-  for _, id in ipairs(redis.call('HKEYS', KEYS[11])) do
+  for _, id in ipairs(redis.call('HKEYS', consumers)) do
     if id ~= me and (redis.call('EXISTS', held_prefix .. id) == 1 or has_entries(inbox_prefix .. id)
                      or has_entries(inflight_prefix .. id)) then
       return true
@@ -186,7 +191,7 @@ if default_mode then
   -- returned by the last get: acknowledged by this next one (the client drops them as
   -- soon as it has them; this is for a drop that never arrived). With 'k' the in-flight
   -- list holds the first item of the get_many this batch is for, not returned yet.
-  if ARGV[3] == 'k' then redis.call('DEL', held) else redis.call('DEL', inflight, held) end
+  if flag == 'k' then redis.call('DEL', held) else redis.call('DEL', inflight, held) end
 else
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
@@ -208,22 +213,22 @@ elseif redis.call('LLEN', inbox) > 0 then
   redis.call('LREM', inbox, 0, 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
 end
-local raw = redis.call('GET', KEYS[2])
+local raw = redis.call('GET', bound_key)
 if not raw then
   if nowait then return -4 end
   return wake(-4)
 end
 local bound = bound_of(raw)
 if not bound then
-  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
+  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. bound_key)
 end
-local len = items_len(KEYS[1])
-local permits = redis.call('LLEN', KEYS[6])  -- read before any write: a wrong type changes nothing
+local len = items_len(items_key)
+local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
 -- the record before any answer that leaves a wake-up entry in our lists: a Delete
 -- finds a consumer's lists only through its record, and a sweep drops the records of
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
-if redis.call('HGET', KEYS[11], me) ~= ARGV[4] then redis.call('HSET', KEYS[11], me, ARGV[4]) end
-if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
+if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
+if len == 0 and redis.call('EXISTS', closed) == 1 then
   if not others_hold() then
     if nowait then return -3 end
     return wake(-3)
@@ -231,9 +236,9 @@ if len == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
   -- not drained: what others hold may come back (the caller first takes back what dead
   -- consumers hold, then waits with 'w' as on an open, empty queue)
   if nowait then return -8 end
-  if ARGV[3] ~= 'w' then return wake(-8) end
+  if flag ~= 'w' then return wake(-8) end
 end
-if ARGV[3] == '1' then return wake(-7) end
+if flag == '1' then return wake(-7) end
 if not registered and not role_free then
   if nowait then
     if len == 0 then return -5 end
@@ -241,17 +246,17 @@ if not registered and not role_free then
   end
   return wake(-2)
 end
-if redis.call('GET', KEYS[4]) ~= ARGV[6] then redis.call('SET', KEYS[4], ARGV[6]) end
+if redis.call('GET', consumer) ~= client_id then redis.call('SET', consumer, client_id) end
 if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
-  local redelivered = redis.call('EXISTS', KEYS[12]) == 1
+  local redelivered = redis.call('EXISTS', redeliveries) == 1
   local items
-  if want == 1 then items = {items_pop(KEYS[1])} else items = items_pop_all(KEYS[1], want) end
-  local seq = redis.call('INCRBY', KEYS[13], want) - want
+  if want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
+  local seq = redis.call('INCRBY', delivery_seq, want) - want
   if mode == 'batch' then
     local bytes, counts = 0, ''
     for _, item in ipairs(items) do bytes = bytes + items_size(item) end
@@ -259,15 +264,15 @@ if len > 0 then
       local deliveries, again = {}, false
       for i, item in ipairs(items) do
         local digest = redis.sha1hex(item)
-        deliveries[i] = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
+        deliveries[i] = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
         again = again or deliveries[i] > 1
-        redis.call('HDEL', KEYS[12], digest)
+        redis.call('HDEL', redeliveries, digest)
       end
       if again then counts = table.concat(deliveries, ',') end
     end
-    redis.call('INCRBY', KEYS[7], want)
-    redis.call('INCRBY', KEYS[8], bytes)
-    keep_permit(KEYS[6], len - want, bound, permits)
+    redis.call('INCRBY', consumed_messages, want)
+    redis.call('INCRBY', consumed_bytes, bytes)
+    keep_permit(not_full, len - want, bound, permits)
     stop_waiting()
     items[want + 1] = 'h:' .. (seq + 1) .. ':' .. now .. ':' .. counts
     redis.call('LPUSH', held, unpack(items))
@@ -279,15 +284,15 @@ if len > 0 then
     local deliveries = 1
     if redelivered then
       local digest = redis.sha1hex(item)
-      deliveries = 1 + tonumber(redis.call('HGET', KEYS[12], digest) or '0')
-      redis.call('HDEL', KEYS[12], digest)
+      deliveries = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
+      redis.call('HDEL', redeliveries, digest)
     end
     entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item
   end
   len = len - want
-  redis.call('INCRBY', KEYS[7], want)
-  redis.call('INCRBY', KEYS[8], bytes)
-  keep_permit(KEYS[6], len, bound, permits)
+  redis.call('INCRBY', consumed_messages, want)
+  redis.call('INCRBY', consumed_bytes, bytes)
+  keep_permit(not_full, len, bound, permits)
   stop_waiting()
   if mode == 'many' then
     redis.call('LPUSH', inflight, unpack(entries))
@@ -300,15 +305,15 @@ if len > 0 then
   redis.call('LPUSH', inbox, entries[1])
   return 1
 end
-keep_permit(KEYS[6], 0, bound, permits)
+keep_permit(not_full, 0, bound, permits)
 if nowait then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then
-  redis.call('RPOP', KEYS[3])
-  redis.call('SET', KEYS[9], me)
+  redis.call('RPOP', consumer_free)
+  redis.call('SET', waiter_key, me)
 end
 -- the lease names the waiter; renewed when it is someone else's or half gone
-if redis.call('GET', KEYS[10]) ~= me or redis.call('PTTL', KEYS[10]) * 2 < tonumber(ARGV[5]) then
-  redis.call('SET', KEYS[10], me, 'PX', ARGV[5])
+if redis.call('GET', lease_key) ~= me or redis.call('PTTL', lease_key) * 2 < tonumber(lease_ms) then
+  redis.call('SET', lease_key, me, 'PX', lease_ms)
 end
 return -6

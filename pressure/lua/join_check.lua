@@ -5,10 +5,12 @@
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done
 -- return {unfinished, last event id} or {-4, ''} if the queue does not exist
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-4, ''} end
-local produced = counter(KEYS[2])
-local done = counter(KEYS[3])
-local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
+local all_tasks_done = KEYS[4]
+if redis.call('EXISTS', bound_key) == 0 then return {-4, ''} end
+local produced = counter(produced_messages)
+local done = counter(tasks_done)
+local last = redis.call('XREVRANGE', all_tasks_done, '+', '-', 'COUNT', 1)
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
 return {math.max(produced - done, 0), id}

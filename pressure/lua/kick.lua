@@ -8,23 +8,26 @@
 -- KEYS[6] - :not_full
 -- ARGV[1] - how many to move (-1 = all)
 -- return how many moved
-local n = tonumber(ARGV[1])
-local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+local dead_letters, items_key, consumed_messages = KEYS[1], KEYS[2], KEYS[3]
+local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
+local how_many = ARGV[1]
+local n = tonumber(how_many)
+local entries = redis.call('LRANGE', dead_letters, 0, -1)
 if n < 0 or n > #entries then n = #entries end
 -- the oldest n are at the right end; push the newest of them first so the oldest is next out
 for i = #entries - n + 1, #entries do
   local payload = string.match(entries[i], '^[^:]*:[^:]*:[^:]*:(.*)$') or entries[i]
-  items_return(KEYS[2], payload)
-  redis.call('DECR', KEYS[3])
-  redis.call('DECRBY', KEYS[4], items_size(payload))
+  items_return(items_key, payload)
+  redis.call('DECR', consumed_messages)
+  redis.call('DECRBY', consumed_bytes, items_size(payload))
 end
 if n >= #entries then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', dead_letters)
 elseif n > 0 then
-  redis.call('LTRIM', KEYS[1], 0, #entries - n - 1)
+  redis.call('LTRIM', dead_letters, 0, #entries - n - 1)
 end
-local bound = bound_of(redis.call('GET', KEYS[5]))
+local bound = bound_of(redis.call('GET', bound_key))
 if bound then
-  keep_permit(KEYS[6], items_len(KEYS[2]), bound, redis.call('LLEN', KEYS[6]))
+  keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))
 end
 return n

@@ -1,5 +1,20 @@
 -- Shared functions, put in front of every script when it is loaded (the SHA1
 -- covers the combined text), so no two scripts carry copies of them.
+-- Each script binds its KEYS and ARGV to named locals at its top, named as its
+-- header names them (a key after its suffix: not_full, consumer_free, inflight...;
+-- with '_key' where the plain name is the value read from it: bound_key, waiter_key,
+-- items_key), and its body uses those names only (tests/test_scripts.py checks the
+-- headers against the bodies). No such name may be one of the functions below.
+
+-- Stop the script with an error reply carrying `message` (which starts 'PRESSURE ',
+-- what the client maps to ProtocolError). Raised as a string, which every server
+-- understands: Redis 7+ and Valkey reply 'ERR <message> script: ...', Redis 6.2
+-- 'ERR Error running script ...: <message>'. Not error({err = ...}): Redis 6.2's error
+-- handler joins the error to its position and fails on a table ("attempt to concatenate
+-- local 'err' (a table value)"), so the client would see no ProtocolError.
+local function fail(message)
+  error(message, 0)
+end
 
 -- A counter key (:stats:*, :pressure:tasks_done ...): 0 if missing; anything but
 -- plain ASCII digits is an error reply naming the key, raised before any write.
@@ -7,7 +22,7 @@ local function counter(key)
   local raw = redis.call('GET', key)
   if not raw then return 0 end
   if not string.match(raw, '^%d+$') or #raw > 15 then
-    error({err = 'PRESSURE bad counter ' .. raw .. ' at ' .. key})
+    fail('PRESSURE bad counter ' .. raw .. ' at ' .. key)
   end
   return tonumber(raw)
 end

@@ -12,16 +12,19 @@
 -- ARGV[1] - the group's name
 -- ARGV[2..] - delivery numbers, in the order to log them
 -- return the log's tail after the append
+local inflight, log, tail_key = KEYS[1], KEYS[2], KEYS[3]
+local producer_key, logs = KEYS[4], KEYS[5]
+local group = ARGV[1]
 local wanted = {}
 for i = 2, #ARGV do wanted[ARGV[i]] = true end
 -- one pass over the in-flight list: what is wanted is logged, the rest is kept in order
 local held, kept = {}, {}
-for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
   local seq = string.match(entry, '^([^:]*):')
   if seq and wanted[seq] and not held[seq] then held[seq] = entry else table.insert(kept, entry) end
 end
-local tail = tonumber(redis.call('GET', KEYS[3]) or '0')
-local producer = redis.call('GET', KEYS[4]) or ''
+local tail = tonumber(redis.call('GET', tail_key) or '0')
+local producer = redis.call('GET', producer_key) or ''
 for i = 2, #ARGV do
   local entry = held[ARGV[i]]
   if entry then
@@ -29,11 +32,11 @@ for i = 2, #ARGV do
     local seq, deliveries, ms = string.match(entry, '^([^:]*):([^:]*):([^:]*):')
     local item = string.sub(entry, #seq + #deliveries + #ms + 4)
     tail = tail + 1
-    redis.call('XADD', KEYS[2], tail .. '-0', 'i', item, 's', seq, 'd', deliveries, 't', ms,
+    redis.call('XADD', log, tail .. '-0', 'i', item, 's', seq, 'd', deliveries, 't', ms,
                'p', producer)
   end
 end
-rewrite_list(KEYS[1], kept)
-redis.call('SET', KEYS[3], tail)
-redis.call('SADD', KEYS[5], ARGV[1])
+rewrite_list(inflight, kept)
+redis.call('SET', tail_key, tail)
+redis.call('SADD', logs, group)
 return tail

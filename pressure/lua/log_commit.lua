@@ -4,11 +4,12 @@
 -- KEYS[2] - the log's committed number (:pressure:logs:<group>:committed)
 -- ARGV[1] - the number to commit up to (inclusive)
 -- return the committed number after the call
-local committed = tonumber(redis.call('GET', KEYS[2]) or '0')
+local log, committed_key = KEYS[1], KEYS[2]
 local upto = tonumber(ARGV[1])
+local committed = tonumber(redis.call('GET', committed_key) or '0')
 if upto > committed then
   committed = upto
-  redis.call('SET', KEYS[2], committed)
-  redis.call('XTRIM', KEYS[1], 'MINID', (committed + 1) .. '-0')
+  redis.call('SET', committed_key, committed)
+  redis.call('XTRIM', log, 'MINID', (committed + 1) .. '-0')
 end
 return committed

@@ -36,45 +36,51 @@
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
 -- With ARGV[7..], success is {the length, how many of the items went in (>= 1)};
 -- the negative codes are returned as they are (then none went in).
-local raw = redis.call('GET', KEYS[2])
+local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
+local producer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
+local produced_messages, produced_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
+local lease_key, delivery_seq = KEYS[10], KEYS[11]
+local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
+local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
+local raw = redis.call('GET', bound_key)
 if not raw then return -4 end
 local bound = bound_of(raw)
 if not bound then
-  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2])
+  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. bound_key)
 end
-if redis.call('EXISTS', KEYS[5]) == 1 then
+if redis.call('EXISTS', closed) == 1 then
   -- pass the wake-up on: producers blocked on :not_full wake and see the close
-  redis.call('LPUSH', KEYS[6], 1)
-  redis.call('LTRIM', KEYS[6], 0, 0)
+  redis.call('LPUSH', not_full, 1)
+  redis.call('LTRIM', not_full, 0, 0)
   return -3
 end
-if ARGV[3] == '1' and bound > 0 then return -7 end
+if negative_timeout == '1' and bound > 0 then return -7 end
 -- every read comes before the first write: a key of the wrong type fails here, changing nothing
-local len = items_len(KEYS[1])
-local permits = redis.call('LLEN', KEYS[6])
-local waiter = redis.call('GET', KEYS[9])
-local lease = redis.call('GET', KEYS[10])
-counter(KEYS[7])
-counter(KEYS[8])
+local len = items_len(items_key)
+local permits = redis.call('LLEN', not_full)
+local waiter = redis.call('GET', waiter_key)
+local lease = redis.call('GET', lease_key)
+counter(produced_messages)
+counter(produced_bytes)
 local full = bound > 0 and len >= bound
-if redis.call('LLEN', KEYS[3]) == 0 then
+if redis.call('LLEN', producer_free) == 0 then
   if full then return -1 end
-  if ARGV[4] == '1' then
+  if took_permit == '1' then
     -- the producer holding the role may be waiting for the permit we took
-    redis.call('LPUSH', KEYS[6], 1)
-    redis.call('LTRIM', KEYS[6], 0, 0)
+    redis.call('LPUSH', not_full, 1)
+    redis.call('LTRIM', not_full, 0, 0)
   end
   return -2
 end
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then redis.call('SET', KEYS[4], ARGV[1]) end
+if redis.call('GET', producer) ~= client_id then redis.call('SET', producer, client_id) end
 if full then
-  redis.call('DEL', KEYS[6])
+  redis.call('DEL', not_full)
   return -1
 end
 -- the first item
-redis.call('INCR', KEYS[7])
-redis.call('INCRBY', KEYS[8], #ARGV[2])
-len = items_push(KEYS[1], items_wrap(KEYS[11], ARGV[2], ARGV[6]))
+redis.call('INCR', produced_messages)
+redis.call('INCRBY', produced_bytes, #payload)
+len = items_push(items_key, items_wrap(delivery_seq, payload, order_key))
 -- the rest of a batch, while there is room
 local more = (#ARGV - 6) / ITEM_ARGS
 local put = 1
@@ -83,13 +89,13 @@ if more > 0 then
   if bound > 0 then room = math.min(more, bound - len) end
   if room > 0 then
     local bytes
-    len, bytes = items_push_args(KEYS[1], KEYS[11], 7, room)
-    redis.call('INCRBY', KEYS[7], room)
-    redis.call('INCRBY', KEYS[8], bytes)
+    len, bytes = items_push_args(items_key, delivery_seq, 7, room)
+    redis.call('INCRBY', produced_messages, room)
+    redis.call('INCRBY', produced_bytes, bytes)
   end
   put = put + room
 end
-keep_permit(KEYS[6], len, bound, permits)
-nudge_waiter(waiter, lease, ARGV[5])
+keep_permit(not_full, len, bound, permits)
+nudge_waiter(waiter, lease, inbox_prefix)
 if more > 0 then return {len, put} end
 return len

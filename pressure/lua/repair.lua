@@ -11,11 +11,14 @@
 -- KEYS[8] - :pressure:lease
 -- return a flat list of 'what' and 'was' pairs for every key changed, or
 -- {-4} if the queue does not exist
-local raw = redis.call('GET', KEYS[2])
+local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
+local consumer_free, not_full, closed = KEYS[4], KEYS[5], KEYS[6]
+local waiter_key, lease_key = KEYS[7], KEYS[8]
+local raw = redis.call('GET', bound_key)
 if not raw then return {-4} end
 local bound = bound_of(raw)
 if not bound then
-  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. KEYS[2] .. ': set it first')
+  return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. bound_key .. ': set it first')
 end
 local changes = {}
 local function exactly(key, n, what)
@@ -29,16 +32,16 @@ local function exactly(key, n, what)
     table.insert(changes, tostring(have))
   end
 end
-exactly(KEYS[3], 1, 'producer_free')
-exactly(KEYS[4], 1, 'consumer_free')
+exactly(producer_free, 1, 'producer_free')
+exactly(consumer_free, 1, 'consumer_free')
 local len = 0
-if redis.call('TYPE', KEYS[1])['ok'] == ITEMS_TYPE then len = items_len(KEYS[1]) end
-if bound == 0 or len < bound then exactly(KEYS[5], 1, 'not_full') else exactly(KEYS[5], 0, 'not_full') end
-local closed = redis.call('LLEN', KEYS[6])
-if closed > 0 and closed ~= 2 then exactly(KEYS[6], 2, 'closed') end
-local waiter = redis.call('GET', KEYS[7])
+if redis.call('TYPE', items_key)['ok'] == ITEMS_TYPE then len = items_len(items_key) end
+if bound == 0 or len < bound then exactly(not_full, 1, 'not_full') else exactly(not_full, 0, 'not_full') end
+local markers = redis.call('LLEN', closed)
+if markers > 0 and markers ~= 2 then exactly(closed, 2, 'closed') end
+local waiter = redis.call('GET', waiter_key)
 if waiter then
-  redis.call('DEL', KEYS[7], KEYS[8])
+  redis.call('DEL', waiter_key, lease_key)
   table.insert(changes, 'waiter')
   table.insert(changes, waiter)
 end

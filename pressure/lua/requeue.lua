@@ -40,30 +40,36 @@
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
-local max_deliveries = tonumber(ARGV[4])
+local items_key, consumed_messages, consumed_bytes = KEYS[1], KEYS[2], KEYS[3]
+local consumer_free, waiter_key, lease_key = KEYS[4], KEYS[5], KEYS[6]
+local consumers, redeliveries, dead_letters = KEYS[7], KEYS[8], KEYS[9]
+local sweep_key, bound_key, not_full = KEYS[10], KEYS[11], KEYS[12]
+local mode, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3]
+local max_deliveries, consumer_id, delivery_or_record = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local sweep_ms, held_prefix = ARGV[7], ARGV[8]
 local requeued, dead = 0, 0
 
 local function requeue(entry)
   local seq, deliveries, ms, payload = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
   if not seq or seq == 's' then return end
   deliveries = tonumber(deliveries) or 1
-  if counter(KEYS[2]) < 1 then
+  if counter(consumed_messages) < 1 then
     -- every delivery of this queue counts in :stats:consumed_messages until requeued: with
     -- none counted, the entry belongs to an earlier queue of this name (deleted and created
     -- again by plain spec clients, which cannot know our keys): it must not enter this one
     return
   end
   if max_deliveries > 0 and deliveries >= max_deliveries then
-    redis.call('LPUSH', KEYS[9], entry)
+    redis.call('LPUSH', dead_letters, entry)
     dead = dead + 1
     return
   end
-  items_return(KEYS[1], payload)
-  redis.call('DECR', KEYS[2])
-  redis.call('DECRBY', KEYS[3], items_size(payload))
+  items_return(items_key, payload)
+  redis.call('DECR', consumed_messages)
+  redis.call('DECRBY', consumed_bytes, items_size(payload))
   local digest = redis.sha1hex(payload)
-  local known = tonumber(redis.call('HGET', KEYS[8], digest) or '0')
-  if deliveries > known then redis.call('HSET', KEYS[8], digest, deliveries) end
+  local known = tonumber(redis.call('HGET', redeliveries, digest) or '0')
+  if deliveries > known then redis.call('HSET', redeliveries, digest, deliveries) end
   requeued = requeued + 1
 end
 
@@ -96,37 +102,38 @@ end
 
 -- give back the consumer role if `id` is the registered waiter
 local function take_role(id)
-  if redis.call('GET', KEYS[5]) == id then
-    redis.call('DEL', KEYS[5])
-    if redis.call('LLEN', KEYS[4]) == 0 then redis.call('LPUSH', KEYS[4], 1) end
+  if redis.call('GET', waiter_key) == id then
+    redis.call('DEL', waiter_key)
+    if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
   end
-  if redis.call('GET', KEYS[6]) == id then redis.call('DEL', KEYS[6]) end
+  if redis.call('GET', lease_key) == id then redis.call('DEL', lease_key) end
 end
 
 -- the newest deliveries first, so the oldest ends up next out: a held batch is newer than
 -- the in-flight entries of the same get_many, an inbox entry newer than those received
 local function recover(id)
   take_role(id)
-  requeue_held(ARGV[8] .. id)
-  requeue_all(ARGV[2] .. id)
-  requeue_all(ARGV[3] .. id)
-  redis.call('HDEL', KEYS[7], id)
+  requeue_held(held_prefix .. id)
+  requeue_all(inbox_prefix .. id)
+  requeue_all(inflight_prefix .. id)
+  redis.call('HDEL', consumers, id)
 end
 
 local function upkeep()
-  if requeued > 0 then nudge_waiter(redis.call('GET', KEYS[5]), redis.call('GET', KEYS[6]), ARGV[2]) end
-  local bound = bound_of(redis.call('GET', KEYS[11]))
+  if requeued > 0 then
+    nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
+  end
+  local bound = bound_of(redis.call('GET', bound_key))
   if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
-  keep_permit(KEYS[12], items_len(KEYS[1]), bound, redis.call('LLEN', KEYS[12]))
+  keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))
 end
 
-local mode = ARGV[1]
 if mode == 'release' then
-  local key = ARGV[3] .. ARGV[5]
-  local prefix = ARGV[6] .. ':'
+  local key = inflight_prefix .. consumer_id
+  local prefix = delivery_or_record .. ':'
   -- an item of a held batch: the batch becomes in-flight entries first (as get.lua
   -- 'many' would have left them), so it is released and acknowledged as they are
-  local held = ARGV[8] .. ARGV[5]
+  local held = held_prefix .. consumer_id
   local entries = held_entries(held)
   if #entries > 0 then
     for j = #entries, 1, -1 do redis.call('LPUSH', key, entries[j]) end
@@ -140,31 +147,31 @@ if mode == 'release' then
     end
   end
 elseif mode == 'recover' then
-  if redis.call('HGET', KEYS[7], ARGV[5]) ~= ARGV[6] then return {-1, 0} end
-  recover(ARGV[5])
+  if redis.call('HGET', consumers, consumer_id) ~= delivery_or_record then return {-1, 0} end
+  recover(consumer_id)
 else
-  if redis.call('EXISTS', KEYS[11]) == 0 then return {-1, 0} end  -- no queue (deleted)
-  if not redis.call('SET', KEYS[10], 1, 'NX', 'PX', ARGV[7]) then return {-1, 0} end
-  local waiter = redis.call('GET', KEYS[5])
-  if waiter and redis.call('GET', KEYS[6]) ~= waiter then
+  if redis.call('EXISTS', bound_key) == 0 then return {-1, 0} end  -- no queue (deleted)
+  if not redis.call('SET', sweep_key, 1, 'NX', 'PX', sweep_ms) then return {-1, 0} end
+  local waiter = redis.call('GET', waiter_key)
+  if waiter and redis.call('GET', lease_key) ~= waiter then
     take_role(waiter)
-    requeue_all(ARGV[2] .. waiter)
+    requeue_all(inbox_prefix .. waiter)
   end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
-  local consumers = redis.call('HGETALL', KEYS[7])
-  for i = 1, #consumers, 2 do
-    local id = consumers[i]
-    local visibility = tonumber(string.match(consumers[i + 1], '([^|]*)|[^|]*$')) or 0
+  local records = redis.call('HGETALL', consumers)
+  for i = 1, #records, 2 do
+    local id = records[i]
+    local visibility = tonumber(string.match(records[i + 1], '([^|]*)|[^|]*$')) or 0
     local empty = true
-    local held = ARGV[8] .. id
+    local held = held_prefix .. id
     local ms = tonumber(string.match(redis.call('LINDEX', held, 0) or '', '^h:[^:]*:([^:]*):'))
     if ms and visibility > 0 and ms + visibility <= now then
       requeue_held(held)
     elseif ms then
       empty = false
     end
-    for _, key in ipairs({ARGV[2] .. id, ARGV[3] .. id}) do
+    for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
       for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
         local ms = tonumber(string.match(entry, '^[^:]*:[^:]*:([^:]*):'))
         if visibility > 0 and ms and ms + visibility <= now then
@@ -175,17 +182,19 @@ else
         end
       end
     end
-    if empty and redis.call('GET', KEYS[5]) ~= id then
+    if empty and redis.call('GET', waiter_key) ~= id then
       -- only wake-up entries are left: those BLMOVE moved in flight are garbage; one still
       -- in the inbox is a wake-up its consumer may be about to read, so the record stays
       -- until the inbox is gone too (a Delete finds lists only through the records)
-      redis.call('LREM', ARGV[3] .. id, 0, 's:')
-      if redis.call('EXISTS', ARGV[2] .. id, ARGV[3] .. id) == 0 then redis.call('HDEL', KEYS[7], id) end
+      redis.call('LREM', inflight_prefix .. id, 0, 's:')
+      if redis.call('EXISTS', inbox_prefix .. id, inflight_prefix .. id) == 0 then
+        redis.call('HDEL', consumers, id)
+      end
     end
   end
   upkeep()
   local result = {requeued, dead}
-  for _, v in ipairs(redis.call('HGETALL', KEYS[7])) do table.insert(result, v) end
+  for _, v in ipairs(redis.call('HGETALL', consumers)) do table.insert(result, v) end
   return result
 end
 upkeep()

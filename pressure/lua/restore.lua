@@ -5,8 +5,10 @@
 -- KEYS[2] - :producer or :consumer
 -- ARGV[1] - identifier of the dead holder
 -- return 1 if the token was restored, 0 otherwise
-if redis.call('LLEN', KEYS[1]) == 0 and redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('LPUSH', KEYS[1], 1)
+local role_free, role_holder = KEYS[1], KEYS[2]
+local dead_holder = ARGV[1]
+if redis.call('LLEN', role_free) == 0 and redis.call('GET', role_holder) == dead_holder then
+  redis.call('LPUSH', role_free, 1)
   return 1
 end
 return 0

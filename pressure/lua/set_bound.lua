@@ -4,15 +4,17 @@
 -- KEYS[3] - :not_full
 -- ARGV[1] - the new bound (0 = unbounded)
 -- return 1, or -4 if the queue does not exist
-if redis.call('EXISTS', KEYS[2]) == 0 then return -4 end
-local bound = tonumber(ARGV[1])
-local len = items_len(KEYS[1])  -- read first: a wrong type fails before any write
-redis.call('LLEN', KEYS[3])
-redis.call('SET', KEYS[2], ARGV[1])
+local items_key, bound_key, not_full = KEYS[1], KEYS[2], KEYS[3]
+local new_bound = ARGV[1]
+if redis.call('EXISTS', bound_key) == 0 then return -4 end
+local bound = tonumber(new_bound)
+local len = items_len(items_key)  -- read first: a wrong type fails before any write
+redis.call('LLEN', not_full)
+redis.call('SET', bound_key, new_bound)
 if bound == 0 or len < bound then
-  redis.call('LPUSH', KEYS[3], 1)
-  redis.call('LTRIM', KEYS[3], 0, 0)
+  redis.call('LPUSH', not_full, 1)
+  redis.call('LTRIM', not_full, 0, 0)
 else
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', not_full)
 end
 return 1

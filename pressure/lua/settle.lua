@@ -9,19 +9,23 @@
 -- ARGV[1] - the worker's consumer id (of the task queue)
 -- ARGV[2..] - per delivery, two arguments: its delivery number and its task id
 -- return how many deliveries were acknowledged (one already requeued is not)
+local claims, inflight = KEYS[1], KEYS[2]
+local consumer_id = ARGV[1]
 local settling = {}
 for i = 2, #ARGV, 2 do
-  settling[ARGV[i] .. ':'] = true
-  local state = redis.call('HGET', KEYS[1], ARGV[i + 1])
-  if state == 'cancel' or (state and string.match(state, '^%a+:%d+:(.*:%d+)$') == ARGV[1] .. ':' .. ARGV[i]) then
-    redis.call('HDEL', KEYS[1], ARGV[i + 1])
+  local delivery, task_id = ARGV[i], ARGV[i + 1]
+  settling[delivery .. ':'] = true
+  local state = redis.call('HGET', claims, task_id)
+  local decided_by = state and string.match(state, '^%a+:%d+:(.*:%d+)$')
+  if state == 'cancel' or decided_by == consumer_id .. ':' .. delivery then
+    redis.call('HDEL', claims, task_id)
   end
 end
 local acked = 0
-for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
   local prefix = string.match(entry, '^[^:]*:')
   if prefix and settling[prefix] then
-    redis.call('LREM', KEYS[2], 1, entry)
+    redis.call('LREM', inflight, 1, entry)
     settling[prefix] = nil
     acked = acked + 1
   end

@@ -5,8 +5,9 @@
 -- KEYS[1] - the executor's claims hash
 -- ARGV[1..] - task ids
 -- return how many were marked (a task marked already keeps its mark)
+local claims = KEYS[1]
 local marked = 0
 for i = 1, #ARGV do
-  marked = marked + redis.call('HSETNX', KEYS[1], ARGV[i], 'q')
+  marked = marked + redis.call('HSETNX', claims, ARGV[i], 'q')
 end
 return marked

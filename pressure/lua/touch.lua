@@ -5,10 +5,12 @@
 -- ARGV[1] - delivery number, or '*' for every entry the consumer holds
 -- return 1 if touched, 0 if the entry is gone (acknowledged or requeued);
 --        with '*', how many entries were touched
+local inflight = KEYS[1]
+local delivery = ARGV[1]
 local now = redis.call('TIME')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
-if ARGV[1] == '*' then
-  local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+if delivery == '*' then
+  local entries = redis.call('LRANGE', inflight, 0, -1)
   local touched = 0
   for i, entry in ipairs(entries) do
     local seq, deliveries, rest = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
@@ -17,14 +19,14 @@ if ARGV[1] == '*' then
       touched = touched + 1
     end
   end
-  rewrite_list(KEYS[1], entries)
+  rewrite_list(inflight, entries)
   return touched
 end
-local prefix = ARGV[1] .. ':'
-for i, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+local prefix = delivery .. ':'
+for i, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
   if string.sub(entry, 1, #prefix) == prefix then
     local deliveries, rest = string.match(entry, '^[^:]*:([^:]*):[^:]*:(.*)$')
-    redis.call('LSET', KEYS[1], i - 1, ARGV[1] .. ':' .. deliveries .. ':' .. now .. ':' .. rest)
+    redis.call('LSET', inflight, i - 1, delivery .. ':' .. deliveries .. ':' .. now .. ':' .. rest)
     return 1
   end
 end

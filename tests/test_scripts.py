@@ -1,0 +1,223 @@
+"""Each Lua script's header is its contract: the KEYS and ARGV it takes, in order, and
+what it returns. These tests hold every script in pressure/lua/ to its header: each
+KEYS[n] / ARGV[n] is bound once, to a named local, at the top of the script; the body
+uses those names (never the index again); every documented argument is bound, and every
+bound or indexed one is documented. A variadic tail ('KEYS[8..]', 'ARGV[7..]') is
+documented when, and only when, the body reads the arrays beyond the named part.
+The scripts are also loaded on a private server, as pressure assembles them (lib.lua,
+then the items functions of each kind, then the script), so that none fails to compile.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+LUA = Path(__file__).resolve().parent.parent / "pressure" / "lua"
+#: Put in front of every script, not scripts themselves: no KEYS/ARGV header.
+LIBRARIES = ("lib.lua", "items_list.lua", "items_zset.lua")
+SCRIPTS = sorted(p.name for p in LUA.glob("*.lua") if p.name not in LIBRARIES)
+
+_DOC = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\]\s+- \S")
+_INDEX = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+_VARIADIC = re.compile(r"#(KEYS|ARGV)\b|unpack\((KEYS|ARGV)\b|\b(KEYS|ARGV)\[[^]\d]")
+_BINDING = re.compile(r"^local ([\w, ]+?) = (.+)$")
+_DECLARED = re.compile(r"\blocal\s+(?:function\s+(\w+)|([\w\s,]+?)\s*(?:=|$))", re.M)
+
+
+def _strip_comment(line: str) -> str:
+    """The code of a line, without its '--' comment (no script has '--' inside a string)."""
+    return line.split("--", 1)[0]
+
+
+def _declared_names(code: str) -> set[str]:
+    """The names `code` declares as locals or local functions, at any depth."""
+    names: set[str] = set()
+    for fn, plain in _DECLARED.findall(code):
+        names.update([fn] if fn else [n.strip() for n in plain.split(",")])
+    return names
+
+
+@dataclass
+class Script:
+    name: str
+    header: list[str]
+    bindings: list[tuple[int, str, str]]  # (line number, local name, expression)
+    body: list[tuple[int, str]]  # (line number, code without comments) after the bindings
+    documented: dict[str, set[int]] = field(default_factory=dict)
+    variadic_from: dict[str, int] = field(default_factory=dict)
+
+
+def _parse(name: str, folder: Path = LUA) -> Script:
+    lines = (folder / name).read_text("utf-8").splitlines()
+    i = 0
+    while i < len(lines) and lines[i].startswith("--"):
+        i += 1
+    header = lines[:i]
+    bindings: list[tuple[int, str, str]] = []
+    while i < len(lines) and (m := _BINDING.match(_strip_comment(lines[i]).rstrip())) \
+            and _INDEX.search(lines[i]):
+        names = [n.strip() for n in m.group(1).split(",")]
+        exprs = [e.strip() for e in m.group(2).split(",")]
+        assert len(names) == len(exprs), f"{name}:{i + 1}: one value per name in a binding"
+        bindings += [(i + 1, n, e) for n, e in zip(names, exprs)]
+        i += 1
+    body = [(n + 1, _strip_comment(line)) for n, line in enumerate(lines) if n >= i]
+    script = Script(name, header, bindings, body, {"KEYS": set(), "ARGV": set()})
+    for line in header:
+        if m := _DOC.match(line):
+            kind, n = m.group(1), int(m.group(2))
+            if m.group(3):
+                assert kind not in script.variadic_from, f"{name}: two tails of {kind}"
+                script.variadic_from[kind] = n
+            else:
+                assert n not in script.documented[kind], f"{name}: {kind}[{n}] documented twice"
+                script.documented[kind].add(n)
+    return script
+
+
+def test_every_script_is_checked() -> None:
+    assert len(SCRIPTS) >= 20 and "put.lua" in SCRIPTS and "get.lua" in SCRIPTS
+
+
+def _check_header(s: Script) -> None:
+    name = s.name
+    assert any(line.startswith("-- return") for line in s.header), f"{name}: no '-- return' in the header"
+    for kind, numbers in s.documented.items():
+        # documented in order, from 1, with no gap; a tail starts right after them
+        assert numbers == set(range(1, len(numbers) + 1)), f"{name}: {kind} documented {sorted(numbers)}"
+        if kind in s.variadic_from:
+            assert s.variadic_from[kind] == len(numbers) + 1, f"{name}: {kind}'s tail starts after a gap"
+
+
+def _check_bindings(s: Script) -> None:
+    name = s.name
+    bound: dict[str, list[int]] = {"KEYS": [], "ARGV": []}
+    for line, local, expr in s.bindings:
+        found = _INDEX.findall(expr)
+        assert len(found) == 1, f"{name}:{line}: {local} = {expr} binds one argument"
+        kind, n = found[0][0], int(found[0][1])
+        assert n in s.documented[kind], f"{name}:{line}: {kind}[{n}] is bound but not in the header"
+        bound[kind].append(n)
+    for kind, numbers in s.documented.items():
+        # in the header's order, each once
+        assert bound[kind] == sorted(numbers), (
+            f"{name}: {kind} bound as {bound[kind]}, header {sorted(numbers)}")
+
+
+def _check_indexes(s: Script) -> None:
+    name = s.name
+    for line, code in s.body:
+        for kind, n in _INDEX.findall(code):
+            tail = s.variadic_from.get(kind)
+            assert tail is not None and int(n) >= tail, (
+                f"{name}:{line}: {kind}[{n}] in the body: use its named local"
+                if int(n) in s.documented[kind] else f"{name}:{line}: {kind}[{n}] is not in the header")
+
+
+def _check_tail(s: Script) -> None:
+    name = s.name
+    code = "\n".join(c for _, c in s.body)
+    for kind in ("KEYS", "ARGV"):
+        reads_tail = any(kind in (m.group(1), m.group(2), m.group(3)) for m in _VARIADIC.finditer(code))
+        reads_tail = reads_tail or any(k == kind and int(n) not in s.documented[kind]
+                                       for k, n in _INDEX.findall(code))
+        assert reads_tail == (kind in s.variadic_from), (
+            f"{name}: the body {'reads' if reads_tail else 'never reads'} {kind} beyond the named "
+            f"ones, the header {'documents' if kind in s.variadic_from else 'has'} no {kind}[n..]")
+
+
+def _library_names() -> set[str]:
+    """What the libraries declare at their top level (and the loader's LIFO): being part
+    of the same chunk, a script's own names must not shadow them."""
+    names = {"LIFO"}
+    for lib in LIBRARIES:
+        lines = (LUA / lib).read_text("utf-8").splitlines()
+        names |= _declared_names("\n".join(_strip_comment(l) for l in lines if l.startswith("local ")))
+    return names
+
+
+LIBRARY_NAMES = _library_names()
+
+
+def _check_names(s: Script) -> None:
+    name = s.name
+    code = "\n".join(c for _, c in s.body)
+    declared = _declared_names(code)
+    names = [local for _, local, _ in s.bindings]
+    assert len(set(names)) == len(names), f"{name}: a name bound twice"
+    for local in names:
+        assert local not in LIBRARY_NAMES, f"{name}: {local} shadows a function or local of the libraries"
+        assert local not in declared, f"{name}: {local} is declared again in the body"
+    for local in names:
+        assert re.search(rf"\b{local}\b", code), f"{name}: {local} is bound but never used"
+
+
+CHECKS = [_check_header, _check_bindings, _check_indexes, _check_tail, _check_names]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("_check_"))
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_matches_its_header(name: str, check: Callable[[Script], None]) -> None:
+    check(_parse(name))
+
+
+def test_library_names_are_seen() -> None:
+    assert {"counter", "fail", "keep_permit", "items_len", "items_pop", "ITEM_ARGS", "LIFO"} <= LIBRARY_NAMES
+
+
+def test_the_checks_catch_a_wrong_header(tmp_path: Path) -> None:
+    """The parser sees what it must: an undocumented index, a missing binding, an index
+    used in the body, an undocumented tail, a binding never used, a library name shadowed."""
+    (tmp_path / "bad.lua").write_text(
+        "-- Bad.\n-- KEYS[1] - :bound\n-- KEYS[2] - :closed\n-- ARGV[1] - x\n-- ARGV[2] - y\n-- return 1\n"
+        "local bound_key = KEYS[1]\nlocal x, counter = ARGV[1], ARGV[2]\n"
+        "redis.call('GET', KEYS[3], bound_key, ARGV[1], counter)\nfor i = 2, #KEYS do end\nreturn 1\n")
+    s = _parse("bad.lua", tmp_path)
+    assert s.documented == {"KEYS": {1, 2}, "ARGV": {1, 2}} and not s.variadic_from
+    assert [b[1] for b in s.bindings] == ["bound_key", "x", "counter"]
+    _check_header(s)
+    with pytest.raises(AssertionError, match=r"KEYS bound as \[1\], header \[1, 2\]"):
+        _check_bindings(s)
+    with pytest.raises(AssertionError, match=r"KEYS\[3\] is not in the header"):
+        _check_indexes(s)
+    with pytest.raises(AssertionError, match=r"reads KEYS beyond"):
+        _check_tail(s)
+    with pytest.raises(AssertionError, match="counter shadows"):
+        _check_names(s)
+    s.bindings = s.bindings[:2]
+    with pytest.raises(AssertionError, match="x is bound but never used"):
+        _check_names(s)
+    s.body = [(9, "redis.call('GET', ARGV[1])")]
+    with pytest.raises(AssertionError, match=r"ARGV\[1\] in the body: use its named local"):
+        _check_indexes(s)
+    s.body = [(9, "local n = 1"), (10, "local bound_key = redis.call('LLEN', bound_key, x)")]
+    with pytest.raises(AssertionError, match="bound_key is declared again in the body"):
+        _check_names(s)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "lifo", "priority"])
+def test_every_script_compiles_as_assembled(r: redis.Redis, kind: str) -> None:
+    """lib.lua + the kind's items functions + the script: one chunk, within Lua's limits
+    (200 locals, 60 upvalues), loaded by SCRIPT LOAD (which compiles it)."""
+    if kind == "fifo":
+        items = (LUA / "items_list.lua").read_text("utf-8")
+    else:
+        items = (f"local LIFO = {'true' if kind == 'lifo' else 'false'}\n"
+                 + (LUA / "items_zset.lua").read_text("utf-8"))
+    for name in SCRIPTS:
+        text = "\n".join(((LUA / "lib.lua").read_text("utf-8"), items, (LUA / name).read_text("utf-8")))
+        assert len(r.script_load(text)) == 40, name
+
+
+def test_errors_are_raised_as_strings() -> None:
+    """error({err = ...}) breaks Redis 6.2's error handler (it concatenates the error with its
+    position): a script stops with lib.lua's fail(message), or returns redis.error_reply."""
+    for path in sorted(LUA.glob("*.lua")):
+        code = "\n".join(_strip_comment(line) for line in path.read_text("utf-8").splitlines())
+        assert not re.search(r"\berror\s*\(\s*(\{|redis\.error_reply)", code), path.name
