@@ -53,7 +53,8 @@ from .errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, O
                      PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
 from .keys import ExecutorKeys, resolve_prefix
 from .outage import Complaint
-from .queue import MAX_BOUND, Queue, _seconds
+from ._validate import MAX_BOUND, _seconds
+from .queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]

@@ -52,7 +52,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
 import redis
@@ -78,14 +77,35 @@ from .errors import (
     QueueExistsError,
     ShutDown,
 )
+from ._records import (
+    _BUSY,
+    _CLOSED,
+    _DELIVERED,
+    _EMPTY,
+    _FULL,
+    _NEGATIVE,
+    _NO_QUEUE,
+    _UNDRAINED,
+    _WAITING,
+    DeadLetter,
+    InFlight,
+    QueueStatistics,
+    RepairReport,
+    _batch_header,
+    _held_entries,
+    _parse_entry,
+)
+from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
+from ._validate import _TIMEOUT_MESSAGE, _count, _maxsize_value, _seconds, _timeout_value
 from .keys import QueueKeys, resolve_prefix
+from .reliable import Delivery
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
+
 
 T = TypeVar("T")
 logger = logging.getLogger("pressure")
 
-_TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 #: How long create-or-attach waits for a Delete in progress to finish.
 _CREATE_WAIT = 5.0
 #: The shortest server-side wait: never let a small timeout round down to 0.
@@ -104,67 +124,10 @@ _EXIT_PRIORITY = -10
 #: (a live one may be between taking the token and writing its identifier).
 _SPEC_HOLDER_GRACE = 0.5
 
-# script results (see the headers in pressure/lua/)
-_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
-#: closed and empty, but another consumer holds items that may come back (get.lua)
-_UNDRAINED = -8
-
 
 def _wait_time(slice_: float, deadline: float) -> float:
     """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
     return max(min(slice_, deadline - time.monotonic()), _MIN_WAIT)
-
-
-def _timeout_value(timeout: Any) -> float | None:
-    """Validate a timeout: None waits forever; negative values are returned as given."""
-    if timeout is None:
-        return None
-    if not isinstance(timeout, numbers.Real):
-        raise TypeError(f"'timeout' must be a number or None, not {type(timeout).__name__}")
-    value = float(timeout)
-    if math.isnan(value):
-        raise ValueError(_TIMEOUT_MESSAGE)
-    if value == math.inf:
-        return None
-    return value
-
-
-#: The largest bound: 15 digits, exact in the Lua number every script reads it as.
-MAX_BOUND = 10**15 - 1
-
-
-def _maxsize_value(maxsize: Any) -> int:
-    """Validate a maxsize the way queue.Queue reads it: <= 0 means unbounded."""
-    if isinstance(maxsize, bool) or not isinstance(maxsize, numbers.Real):
-        raise TypeError(f"maxsize must be an integer, not {type(maxsize).__name__}")
-    if isinstance(maxsize, numbers.Integral):
-        value = int(maxsize)
-    else:
-        number = float(maxsize)
-        if not math.isfinite(number) or number != int(number):
-            raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
-        value = int(number)
-    if value > MAX_BOUND:
-        raise ValueError(f"maxsize must be at most {MAX_BOUND}, not {maxsize!r}")
-    return max(value, 0)
-
-
-def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0 or seconds < minimum:
-        least = f" of at least {minimum:g}" if minimum else ""
-        raise ValueError(f"{name} must be a positive, finite number of seconds{least}, not {value!r}")
-    return seconds
-
-
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be non-negative, not {value}")
-    return int(value)
 
 
 def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
@@ -181,140 +144,6 @@ def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
     finally:
         queue.disconnect()
 
-
-def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
-    """Split a delivery entry '<seq>:<deliveries>:<ms>:<payload>'."""
-    seq, deliveries, ms, payload = entry.split(b":", 3)
-    return seq.decode(), int(deliveries), int(ms), payload
-
-
-def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
-    """Split a batch header 'h:<first seq>:<ms>:<deliveries>' (get.lua 'batch'): the first
-    delivery number, the delivery time, and each item's delivery count (None: all first)."""
-    _, first, ms, counts = header.split(b":", 3)
-    return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
-
-
-def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
-    """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
-    first, ms, counts = _batch_header(header)
-    return [(str(first + i), counts[i] if counts else 1, ms, item) for i, item in enumerate(items)]
-
-
-@dataclass(eq=False)
-class Delivery(Generic[T]):
-    """One delivery of an item: acknowledge it, or release it for redelivery.
-
-    ``get()`` hides this object; ``receive()`` returns it, for code that
-    acknowledges out of order. Until acknowledged, the item stays in Redis
-    in this consumer's in-flight list (reliable mode).
-    """
-
-    #: The item.
-    item: T
-    #: The delivery number (unique per queue).
-    id: str
-    #: How many times the item has been delivered, this one included.
-    deliveries: int
-    #: When it was delivered (Unix time, by the server's clock).
-    delivered_at: float
-    #: The identifier of the consumer it was delivered to.
-    consumer: str
-    _queue: Queue[T] = field(repr=False)
-    #: A task_done() for it may have run (its reply was lost): another counts only if not.
-    _unsure: bool = field(default=False, repr=False)
-
-    def ack(self) -> bool:
-        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
-        return self._queue._ack(self, task_done=False)
-
-    def release(self) -> bool:
-        """Give the item back: it returns to the head of the queue (or, past max_deliveries,
-        to the dead-letter list). False if it was already acknowledged or requeued."""
-        return self._queue._release(self)
-
-    def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
-        """This acknowledgement, as a call for ``Backend.pipeline``."""
-        q = self._queue
-        q._forget(self)
-        return q._ack_command, [q._keys.inflight(self.consumer), self.id, "0"]
-
-    def touch(self) -> bool:
-        """Restart this delivery's visibility timeout (reliable mode): call it while
-        processing takes longer than the timeout, so the item is not redelivered
-        meanwhile. False if it was already acknowledged or requeued."""
-        return bool(self._queue._run("touch", (self._queue._keys.inflight(self.consumer),), (self.id,)))
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """An item delivered and not yet acknowledged."""
-
-    #: The consumer holding it.
-    consumer: str
-    #: The delivery number.
-    id: str
-    #: How many times it has been delivered.
-    deliveries: int
-    #: Seconds since this delivery.
-    age: float
-    #: The raw payload.
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An item moved to the dead-letter list after too many deliveries."""
-
-    #: The delivery number of its last delivery.
-    id: str
-    #: How many times it was delivered.
-    deliveries: int
-    #: Seconds since its last delivery.
-    age: float
-    #: The raw payload.
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class RepairReport:
-    """What ``repair()`` changed."""
-
-    #: Keys reset to the protocol invariants, with what they held before.
-    reset: dict[str, str]
-    #: Consumers found dead whose deliveries went back to the queue.
-    recovered: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatistics:
-    """A snapshot of a queue's counters, read atomically in one round trip."""
-
-    name: str
-    #: Items in the queue now.
-    size: int
-    #: The bound (0 = unbounded).
-    maxsize: int
-    #: Whether the queue has been closed (shut down).
-    closed: bool
-    #: Items ever put (``:stats:produced_messages``), by any client.
-    produced_messages: int
-    #: Payload bytes ever put (``:stats:produced_bytes``).
-    produced_bytes: int
-    #: Items ever got (``:stats:consumed_messages``).
-    consumed_messages: int
-    #: Payload bytes ever got (``:stats:consumed_bytes``).
-    consumed_bytes: int
-    #: Items discarded by ``shutdown(immediate=True)``.
-    discarded_messages: int
-    #: Items put and not yet marked done with ``task_done()``.
-    unfinished_tasks: int
-    #: Items in the dead-letter list.
-    dead_letters: int
-    #: Identifier of the client that last took the producer role.
-    producer: str | None
-    #: Identifier of the client that last took the consumer role.
-    consumer: str | None
 
 
 class Queue(Generic[T]):
