@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 from typing import Any
 
 _TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
@@ -60,3 +61,45 @@ def _count(name: str, value: Any) -> int:
     if value < 0:
         raise ValueError(f"{name} must be non-negative, not {value}")
     return int(value)
+
+
+def _check_max_deliveries(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"max_deliveries must be an integer or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_deliveries must be at least 1, not {value}")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """A handle's reliability options, validated (what a handle pickles with); the scripts'
+    forms of them are derived here, never stored beside them."""
+
+    reliable: bool = False
+    visibility_timeout: float = 30.0
+    lease: float = 10.0
+    max_deliveries: int | None = 10
+
+    @classmethod
+    def of(cls, reliable: Any, visibility_timeout: Any, lease: Any, max_deliveries: Any) -> Options:
+        """Validate the constructor's arguments."""
+        return cls(bool(reliable), _seconds("visibility_timeout", visibility_timeout),
+                   _seconds("lease", lease, minimum=1.0), _check_max_deliveries(max_deliveries))
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease * 1000)
+
+    @property
+    def visibility_ms(self) -> int:
+        """How long a delivery may stay unacknowledged: the visibility timeout in reliable mode
+        (rounded up: 0 ms would read as "never expires"), else the lease."""
+        return math.ceil(self.visibility_timeout * 1000) if self.reliable else self.lease_ms
+
+    @property
+    def max_deliveries_arg(self) -> str:
+        """max_deliveries as requeue.lua reads it ('0': no limit)."""
+        return str(self.max_deliveries or 0)
