@@ -48,12 +48,14 @@ from typing import Any
 
 import redis
 
+from ._internal import attach, internal
+from ._validate import MAX_BOUND, _seconds
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
                      PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
 from .keys import ExecutorKeys, resolve_prefix
 from .outage import Complaint
-from .queue import MAX_BOUND, Queue, _seconds
+from .queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]
@@ -208,8 +210,8 @@ class _Core:
         self._max_attempts = max_attempts
         self._visibility_timeout = visibility_timeout
         self._local_workers = local_workers
-        self._tasks: Queue[Task] = Queue._from_config(
-            self._keys.tasks, config, prefix=self._prefix, reliable=True,
+        self._tasks: Queue[Task] = attach(
+            Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
             visibility_timeout=visibility_timeout, max_deliveries=None)
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
@@ -220,8 +222,8 @@ class _Core:
         self._outbox_ready = threading.Condition()
         self._sender: threading.Thread | None = None
         self._id = uuid.uuid4().hex[:12]
-        self._results: Queue[bytes] = Queue._from_config(
-            self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes")
+        self._results: Queue[bytes] = attach(
+            Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes")
         self._futures: dict[str, _TaskFuture] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -428,7 +430,7 @@ class _Core:
         puts = []
         for entry in list(batch):
             try:
-                puts.append(tasks._put_call(entry.task))
+                puts.append(internal(tasks).put_call(entry.task))
             except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
                 batch.remove(entry)
                 self._fail(entry, exc)
@@ -437,7 +439,7 @@ class _Core:
         ids: list[bytes | str] = [entry.task.id for entry in batch]
         calls = [(PackedScript("submit", (self._keys.claims,), 0, len(ids)), ids), *puts]
         try:
-            marked, *replies = tasks._backend.pipeline(calls)
+            marked, *replies = internal(tasks).pipeline(calls)
         except OutcomeUnknown as exc:
             for entry in batch:
                 entry.maybe_sent = True
@@ -464,7 +466,7 @@ class _Core:
                 continue
             if isinstance(reply, redis.RedisError):
                 try:
-                    tasks._backend.raise_error(reply, "script put (a task)", True)
+                    internal(tasks).raise_error(reply, "script put (a task)")
                 except PressureError as exc:
                     reply = exc
             elif isinstance(reply, int):
@@ -496,7 +498,7 @@ class _Core:
                 try:
                     raw.append(self._results.get(timeout=_POLL))
                     # and whatever else has arrived, in one more round trip
-                    raw += [d.item for d in self._results._receive_more(_CLAIM_BATCH)]
+                    raw += [d.item for d in internal(self._results).receive_many(_CLAIM_BATCH)]
                 except Empty:
                     pass
                 except ShutDown:  # our result queue was deleted under us

@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from ._internal import attach, internal
 from .connection import ConnectionConfig
 from .errors import PressureError
 from .keys import KINDS, resolve_prefix
@@ -97,8 +98,8 @@ class QueueLog:
         self._prefix: str = state["prefix"]
         self._config: ConnectionConfig = state["config"]
         self._visibility_timeout: float = state["visibility_timeout"]
-        self._queue: Queue[bytes] = queue_class(self._kind)._from_config(
-            self._name, self._config, prefix=self._prefix, serializer="bytes", create=False,
+        self._queue: Queue[bytes] = attach(
+            queue_class(self._kind), self._name, self._config, prefix=self._prefix, serializer="bytes", create=False,
             reliable=True, visibility_timeout=self._visibility_timeout)
         self._log = f"{self._queue.keys.logs}:{self._group}"
         self._tail_key = f"{self._log}:tail"
@@ -113,11 +114,8 @@ class QueueLog:
     def group(self) -> str:
         return self._group
 
-    def _client(self) -> redis.Redis:
-        return self._queue._backend.client()
-
     def _int(self, key: str) -> int:
-        raw = self._queue._backend.call("GET", self._client().get, key)
+        raw = internal(self._queue).call("GET", "get", key)
         return int(raw) if raw is not None else 0
 
     def tail(self) -> int:
@@ -136,16 +134,16 @@ class QueueLog:
         queue is gone."""
         if n < 0:
             raise ValueError(f"n must not be negative, not {n}")
-        q = self._queue
-        k = q.keys
+        link = internal(self._queue)
+        k = self._queue.keys
         tail = None
         left = n
         while left > 0:
-            got = q._receive_more(min(left, _CHUNK))
-            q._unacked.clear()  # acknowledged by log_append, not by task_done
+            # acknowledged by log_append, not by task_done: left out of its line
+            got = link.receive_many(min(left, _CHUNK), track=False)
             if not got:
                 break
-            tail = int(q._run("log_append", (k.inflight(got[0].consumer), self._log, self._tail_key,
+            tail = int(link.run("log_append", (k.inflight(got[0].consumer), self._log, self._tail_key,
                                              k.producer, k.logs),
                               (self._group, *(d.id for d in got))))
             left -= len(got)
@@ -158,13 +156,12 @@ class QueueLog:
         committed. Raises PressureError if some of them were committed already."""
         if upto <= after:
             return
-        client = self._client()
-        unwrap = self._queue._unwrap
+        link = internal(self._queue)
+        unwrap = link.unwrap
         start = f"{after + 1}-0"
         expected = after + 1
         while expected <= upto:
-            batch = self._queue._backend.call("XRANGE", client.xrange, self._log, start, f"{upto}-0",
-                                              count=_CHUNK)
+            batch = link.call("XRANGE", "xrange", self._log, start, f"{upto}-0", count=_CHUNK)
             if not batch:
                 break
             for raw_id, fields in batch:
@@ -187,21 +184,20 @@ class QueueLog:
         """Copy entry ``number`` to the queue's dead-letter list (see ``Queue.dead_letters``),
         once however often it is buried: for an item no reader can use, which a stream must
         step over. False if the log no longer holds it."""
-        client = self._client()
-        call = self._queue._backend.call
-        found = call("XRANGE", client.xrange, self._log, f"{number}-0", f"{number}-0")
+        call = internal(self._queue).call
+        found = call("XRANGE", "xrange", self._log, f"{number}-0", f"{number}-0")
         if not found:
             return False
         fields = found[0][1]
         entry = b":".join((fields[b"s"], fields[b"d"], fields[b"t"], fields[b"i"]))
         dead = self._queue.keys.dead
-        if call("LPOS", client.lpos, dead, entry) is None:
-            call("LPUSH", client.lpush, dead, entry, mutating=True)
+        if call("LPOS", "lpos", dead, entry) is None:
+            call("LPUSH", "lpush", dead, entry, mutating=True)
         return True
 
     def commit(self, upto: int) -> int:
         """Drop the entries up to ``upto``; returns the committed number (commits only move forward)."""
-        return int(self._queue._run("log_commit", (self._log, self._committed_key), (int(upto),)))
+        return int(internal(self._queue).run("log_commit", (self._log, self._committed_key), (int(upto),)))
 
     def disconnect(self) -> None:
         self._queue.disconnect()

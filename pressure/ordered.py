@@ -35,6 +35,11 @@ T = TypeVar("T")
 class _OrderedQueue(Queue[T]):
     """What LIFO and priority queues share: items in a sorted set."""
 
+    _STORES_PAYLOADS = False
+
+    def _order_keys(self, items: list[T] | tuple[T, ...]) -> list[bytes] | None:
+        return [self._order_key(item) for item in items]
+
     def _unwrap(self, item: bytes) -> bytes:
         length = int(item[-8:])
         return item[length + 16:-8]

@@ -39,134 +39,51 @@ Timeline of a blocking get on an empty queue::
 If A's wait ends any other way (deadline, error, interrupt), get.lua 'cancel'
 unregisters A and gives the role back, and only if A is still the waiter; an
 entry handed over in that instant stays in A's inbox for A's next get.
+
+A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, waiting
+for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
+dead holders, the sweep), ``reliable`` (``Delivery`` and settling, in_flight, dead letters,
+repair: a base class of ``Queue``), ``_records`` (what the server replies) and
+``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
+them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
+only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
-import math
 import multiprocessing.util
 import numbers
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, TypeVar, cast
+from typing import Any, TypeVar
 
 import redis
 
-from . import identity, serializers
-from .connection import (
-    SMALLEST_BULK_LIMIT,
-    Backend,
-    ConnectionConfig,
-    PackedScript,
-    pack_command,
-    refused_for_now,
-)
-from .errors import (
-    BackendError,
-    DeserializationError,
-    Empty,
-    Full,
-    IntegrityError,
-    OutcomeUnknown,
-    PressureError,
-    ProtocolError,
-    QueueDoesNotExist,
-    QueueExistsError,
-    ShutDown,
-)
+from . import serializers
+from ._consumer import _Consumer
+from ._producer import _Producer
+from ._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE, DeadLetter, InFlight, QueueStatistics, RepairReport
+from ._roles import CONSUMER, PRODUCER, _Roles
+from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
+from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
+from .connection import Backend, ConnectionConfig, PackedScript
+from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
 from .keys import QueueKeys, resolve_prefix
 from .signing import Authkey, SignedSerializer, Signer, resolve_authkey
+from .reliable import Delivery, Reliability
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
 
 T = TypeVar("T")
 logger = logging.getLogger("pressure")
 
-_TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 #: How long create-or-attach waits for a Delete in progress to finish.
 _CREATE_WAIT = 5.0
-#: The shortest server-side wait: never let a small timeout round down to 0.
-_MIN_WAIT = 0.005
-#: The most items put_many sends in one round trip (one script call).
-_BATCH = 1000
-#: How often, at most, the clients of a queue sweep it for expired deliveries.
-_SWEEP_INTERVAL = 1.0
-#: How often a get on a closed, empty queue looks again whether others still hold items
-#: (an acknowledgement wakes nobody; an item given back wakes the waiter at once).
-_UNDRAINED_POLL = 0.1
 #: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
 #: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
 _EXIT_PRIORITY = -10
-#: A plain spec client's dead-looking holder must look dead this long before its token is restored
-#: (a live one may be between taking the token and writing its identifier).
-_SPEC_HOLDER_GRACE = 0.5
-
-# script results (see the headers in pressure/lua/)
-_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
-#: closed and empty, but another consumer holds items that may come back (get.lua)
-_UNDRAINED = -8
-
-
-def _wait_time(slice_: float, deadline: float) -> float:
-    """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
-    return max(min(slice_, deadline - time.monotonic()), _MIN_WAIT)
-
-
-def _timeout_value(timeout: Any) -> float | None:
-    """Validate a timeout: None waits forever; negative values are returned as given."""
-    if timeout is None:
-        return None
-    if not isinstance(timeout, numbers.Real):
-        raise TypeError(f"'timeout' must be a number or None, not {type(timeout).__name__}")
-    value = float(timeout)
-    if math.isnan(value):
-        raise ValueError(_TIMEOUT_MESSAGE)
-    if value == math.inf:
-        return None
-    return value
-
-
-#: The largest bound: 15 digits, exact in the Lua number every script reads it as.
-MAX_BOUND = 10**15 - 1
-
-
-def _maxsize_value(maxsize: Any) -> int:
-    """Validate a maxsize the way queue.Queue reads it: <= 0 means unbounded."""
-    if isinstance(maxsize, bool) or not isinstance(maxsize, numbers.Real):
-        raise TypeError(f"maxsize must be an integer, not {type(maxsize).__name__}")
-    if isinstance(maxsize, numbers.Integral):
-        value = int(maxsize)
-    else:
-        number = float(maxsize)
-        if not math.isfinite(number) or number != int(number):
-            raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
-        value = int(number)
-    if value > MAX_BOUND:
-        raise ValueError(f"maxsize must be at most {MAX_BOUND}, not {maxsize!r}")
-    return max(value, 0)
-
-
-def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0 or seconds < minimum:
-        least = f" of at least {minimum:g}" if minimum else ""
-        raise ValueError(f"{name} must be a positive, finite number of seconds{least}, not {value!r}")
-    return seconds
-
-
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be non-negative, not {value}")
-    return int(value)
 
 
 def _spawning() -> bool:
@@ -191,142 +108,7 @@ def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
         queue.disconnect()
 
 
-def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
-    """Split a delivery entry '<seq>:<deliveries>:<ms>:<payload>'."""
-    seq, deliveries, ms, payload = entry.split(b":", 3)
-    return seq.decode(), int(deliveries), int(ms), payload
-
-
-def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
-    """Split a batch header 'h:<first seq>:<ms>:<deliveries>' (get.lua 'batch'): the first
-    delivery number, the delivery time, and each item's delivery count (None: all first)."""
-    _, first, ms, counts = header.split(b":", 3)
-    return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
-
-
-def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
-    """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
-    first, ms, counts = _batch_header(header)
-    return [(str(first + i), counts[i] if counts else 1, ms, item) for i, item in enumerate(items)]
-
-
-@dataclass(eq=False)
-class Delivery(Generic[T]):
-    """One delivery of an item: acknowledge it, or release it for redelivery.
-
-    ``get()`` hides this object; ``receive()`` returns it, for code that
-    acknowledges out of order. Until acknowledged, the item stays in Redis
-    in this consumer's in-flight list (reliable mode).
-    """
-
-    #: The item.
-    item: T
-    #: The delivery number (unique per queue).
-    id: str
-    #: How many times the item has been delivered, this one included.
-    deliveries: int
-    #: When it was delivered (Unix time, by the server's clock).
-    delivered_at: float
-    #: The identifier of the consumer it was delivered to.
-    consumer: str
-    _queue: Queue[T] = field(repr=False)
-    #: A task_done() for it may have run (its reply was lost): another counts only if not.
-    _unsure: bool = field(default=False, repr=False)
-
-    def ack(self) -> bool:
-        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
-        return self._queue._ack(self, task_done=False)
-
-    def release(self) -> bool:
-        """Give the item back: it returns to the head of the queue (or, past max_deliveries,
-        to the dead-letter list). False if it was already acknowledged or requeued."""
-        return self._queue._release(self)
-
-    def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
-        """This acknowledgement, as a call for ``Backend.pipeline``."""
-        q = self._queue
-        q._forget(self)
-        return q._ack_command, [q._keys.inflight(self.consumer), self.id, "0"]
-
-    def touch(self) -> bool:
-        """Restart this delivery's visibility timeout (reliable mode): call it while
-        processing takes longer than the timeout, so the item is not redelivered
-        meanwhile. False if it was already acknowledged or requeued."""
-        return bool(self._queue._run("touch", (self._queue._keys.inflight(self.consumer),), (self.id,)))
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """An item delivered and not yet acknowledged."""
-
-    #: The consumer holding it.
-    consumer: str
-    #: The delivery number.
-    id: str
-    #: How many times it has been delivered.
-    deliveries: int
-    #: Seconds since this delivery.
-    age: float
-    #: The raw payload.
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An item moved to the dead-letter list after too many deliveries."""
-
-    #: The delivery number of its last delivery.
-    id: str
-    #: How many times it was delivered.
-    deliveries: int
-    #: Seconds since its last delivery.
-    age: float
-    #: The raw payload.
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class RepairReport:
-    """What ``repair()`` changed."""
-
-    #: Keys reset to the protocol invariants, with what they held before.
-    reset: dict[str, str]
-    #: Consumers found dead whose deliveries went back to the queue.
-    recovered: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatistics:
-    """A snapshot of a queue's counters, read atomically in one round trip."""
-
-    name: str
-    #: Items in the queue now.
-    size: int
-    #: The bound (0 = unbounded).
-    maxsize: int
-    #: Whether the queue has been closed (shut down).
-    closed: bool
-    #: Items ever put (``:stats:produced_messages``), by any client.
-    produced_messages: int
-    #: Payload bytes ever put (``:stats:produced_bytes``).
-    produced_bytes: int
-    #: Items ever got (``:stats:consumed_messages``).
-    consumed_messages: int
-    #: Payload bytes ever got (``:stats:consumed_bytes``).
-    consumed_bytes: int
-    #: Items discarded by ``shutdown(immediate=True)``.
-    discarded_messages: int
-    #: Items put and not yet marked done with ``task_done()``.
-    unfinished_tasks: int
-    #: Items in the dead-letter list.
-    dead_letters: int
-    #: Identifier of the client that last took the producer role.
-    producer: str | None
-    #: Identifier of the client that last took the consumer role.
-    consumer: str | None
-
-
-class Queue(Generic[T]):
+class Queue(Reliability[T]):
     """A FIFO queue in Redis, shared by every process and host that names it.
 
     ``Queue(name, maxsize)`` creates the queue if it does not exist (protocol
@@ -343,6 +125,8 @@ class Queue(Generic[T]):
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
     _KIND = "fifo"
+    #: Whether a stored item is the payload itself (else ``_unwrap`` finds it inside).
+    _STORES_PAYLOADS = True
     #: Deletes an anonymous queue when its creating process exits (None otherwise).
     _exit_delete: multiprocessing.util.Finalize[None] | None
 
@@ -362,8 +146,6 @@ class Queue(Generic[T]):
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
     ) -> None:
-        if url is not None and connection is not None:
-            raise ValueError("pass either url or connection, not both")
         if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
             name, maxsize = None, int(name)  # Queue(10), as queue.Queue(maxsize) is called
         anonymous = name is None
@@ -381,7 +163,7 @@ class Queue(Generic[T]):
             raise ValueError("client_id must be a non-empty string")
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
-        options = self._options_of(reliable, visibility_timeout, lease, max_deliveries)
+        options = Options.of(reliable, visibility_timeout, lease, max_deliveries)
         keys = resolve_authkey(authkey)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
         self._create(bound)
@@ -391,65 +173,11 @@ class Queue(Generic[T]):
                 None, _delete_at_exit, args=(type(self), {**self.__getstate__(), "signed": False}),
                 exitpriority=_EXIT_PRIORITY)
 
-    @classmethod
-    def _from_config(cls, name: str, config: ConnectionConfig, *, prefix: str,
-                     serializer: str | serializers.Serializer = "pickle", create: bool = True,
-                     reliable: bool = False, visibility_timeout: float = 30.0,
-                     max_deliveries: int | None = 10, backend: Backend | None = None,
-                     authkey: tuple[bytes, ...] = ()) -> Queue[Any]:
-        """A handle from a ``ConnectionConfig`` (what a handle pickles as), for pressure's own
-        processes (executor workers). ``create=False`` attaches only: a queue that does not
-        exist is never made, and using the handle raises QueueDoesNotExist. Handles given one
-        ``backend`` share its connections, so their calls can share a pipeline."""
-        q: Queue[Any] = cls.__new__(cls)
-        options = cls._options_of(reliable, visibility_timeout, 10.0, max_deliveries)
-        q._setup(name, prefix, serializer, None, backend or Backend(config), options, authkey)
-        if create:
-            q._create(None)
-        return q
-
-    @classmethod
-    def _options_of(cls, reliable: bool, visibility_timeout: float, lease: float,
-                    max_deliveries: int | None) -> dict[str, Any]:
-        """The reliability options, validated (what a handle pickles with)."""
-        return {
-            "reliable": bool(reliable),
-            "visibility_timeout": _seconds("visibility_timeout", visibility_timeout),
-            "lease": _seconds("lease", lease, minimum=1.0),
-            "max_deliveries": cls._check_max_deliveries(max_deliveries),
-        }
-
-    @staticmethod
-    def _check_max_deliveries(value: Any) -> int | None:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"max_deliveries must be an integer or None, not {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"max_deliveries must be at least 1, not {value}")
-        return int(value)
-
     def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
-               client_id: str | None, backend: Backend, options: dict[str, Any],
+               client_id: str | None, backend: Backend, options: Options,
                authkey: tuple[bytes, ...] = ()) -> None:
         self._options = options
         self._exit_delete = None
-        self._reliable: bool = options["reliable"]
-        self._lease_ms = int(options["lease"] * 1000)
-        # rounded up: a visibility of 0 ms would read as "never expires"
-        self._visibility_ms = (math.ceil(options["visibility_timeout"] * 1000) if self._reliable
-                               else self._lease_ms)
-        self._max_deliveries = str(options["max_deliveries"] or 0)
-        self._unacked: collections.deque[Delivery[T]] = collections.deque()
-        self._drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (_drop_received)
-        #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
-        self._waited = True
-        self._last_received: dict[str, list[str]] = {}
-        self._record: tuple[int, str] = (-1, "")
-        self._last_sweep = 0.0
-        self._suspects: dict[str, tuple[str, float]] = {}
-        # this handle's own consumer lists: two handles in one thread never share them
-        self._token = uuid.uuid4().hex[:8]
         self._name = name
         self._prefix = prefix
         self._serializer_spec = serializer
@@ -458,29 +186,25 @@ class Queue(Generic[T]):
         if authkey:  # every payload signed for this queue, and verified before it is loaded
             base = QueueKeys.build(prefix, name, self._KIND).base
             self._serializer = SignedSerializer(self._serializer, Signer(authkey, base))
-        self._bytes = isinstance(self._serializer, serializers.BytesSerializer)
-        # bytes on a FIFO queue: a stored item is the item itself (get_many skips the serializer)
-        self._plain = self._bytes and type(self)._unwrap is Queue._unwrap
         self._client_id = client_id
         self._backend = backend
-        self._pending_cancel: list[str] = []
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
-        self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
-        self._put_keys = (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                          k.produced_messages, k.produced_bytes, k.waiter, k.lease, k.delivery_seq)
+        self._variant = "" if self._KIND == "fifo" else "@" + self._KIND  # the scripts' names
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
                           k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
                           k.redeliveries, k.delivery_seq)
-        self._requeue_keys = (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free,
-                              k.waiter, k.lease, k.consumers, k.redeliveries, k.dead, k.sweep,
-                              k.bound, k.not_full)
         self._info_keys = (k.base, k.bound, k.closed)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         # the hot paths send pre-encoded commands: see PackedScript
-        self._put_command = PackedScript("put" + self._variant, self._put_keys, 0, 6)
+        self._put_command = PackedScript("put" + self._variant, (
+            k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
+            k.produced_bytes, k.waiter, k.lease, k.delivery_seq), 0, 6)
         self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
         self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
         self._ack_command = PackedScript("ack" + self._variant, self._task_keys, 1, 2)
+        self._roles = _Roles(backend, k, name, options, self._run)
+        self._producer: _Producer[T] = _Producer(self)
+        self._consumer: _Consumer[T] = _Consumer(self)
 
     def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
              *, mutating: bool = True) -> Any:
@@ -492,6 +216,11 @@ class Queue(Generic[T]):
     def _order_key(self, item: Any) -> bytes:
         """The order key sent with a put (see lua/items_zset.lua); FIFO has none."""
         return b""
+
+    def _order_keys(self, items: list[T] | tuple[T, ...]) -> list[bytes] | None:
+        """The order keys of several items, or None where the kind has none (put.lua then
+        takes each item as its payload alone)."""
+        return None
 
     def _unwrap(self, item: bytes) -> bytes:
         """The payload inside a stored item (FIFO stores the payload itself)."""
@@ -644,21 +373,15 @@ class Queue(Generic[T]):
         The item is serialized first: if that fails, SerializationError is
         raised and the queue is not touched.
         """
-        payload = serializers.dumps(self._serializer, item)
-        if len(payload) >= SMALLEST_BULK_LIMIT:
-            self._backend.check_sizes([payload])
+        payload = self._producer.payload(item)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
-        backend = self._backend
-        if self._pending_cancel:
-            self._retry_cancels()
-        args: list[bytes | str] = [self.client_id, payload, "1" if negative else "0", "0",
-                                   self._keys.inbox_prefix, self._order_key(item)]
-        result = backend.script(self._put_command, args)
+        self._consumer.retry_cancels()
+        result = self._backend.script(self._put_command,
+                                      self._producer.args(payload, self._order_key(item), negative))
         if result >= 0:
             return
-        self._put_pending([payload], None if self._KIND == "fifo" else [self._order_key(item)],
-                          negative, block, wait, result)
+        self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
@@ -674,93 +397,20 @@ class Queue(Generic[T]):
         items, and no more bytes than the server accepts for one item.
         """
         items = items if isinstance(items, (list, tuple)) else list(items)
-        payloads = self._dumps_all(items)
-        orders = None if self._KIND == "fifo" else [self._order_key(item) for item in items]
+        payloads = self._producer.dumps_all(items)
+        orders = self._order_keys(items)
         if not payloads:
             return
         self._backend.check_sizes(payloads)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
-        if self._pending_cancel:
-            self._retry_cancels()
+        self._consumer.retry_cancels()
         total = len(payloads)
         try:
-            self._put_pending(payloads, orders, negative, block, wait, None)
+            self._producer.put_pending(payloads, orders, negative, block, wait, None)
         except (Full, ShutDown) as exc:
             exc.items_put = total - len(payloads)
             raise
-
-    def _dumps_all(self, items: list[T] | tuple[T, ...]) -> list[bytes]:
-        """Every item serialized, in a new list; SerializationError for the first that cannot be."""
-        if self._bytes and all(type(item) is bytes for item in items):
-            return list(items)  # type: ignore[arg-type]  # bytes travel untouched
-        dumps = self._serializer.dumps
-        try:
-            payloads = [dumps(item) for item in items]
-            if all(type(payload) is bytes for payload in payloads):
-                return payloads
-        except Exception:  # noqa: BLE001 - the slow path below raises it as SerializationError
-            pass
-        return [serializers.dumps(self._serializer, item) for item in items]
-
-    def _put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
-                     block: bool, wait: float | None, result: Any) -> None:
-        """Put ``payloads`` with their order keys ``orders`` (None on a FIFO queue, which has
-        none), removing each from the lists as it goes in: up to _BATCH per round trip,
-        waiting for room or for the producer role as ``block``/``wait`` allow. ``result``
-        is put.lua's answer to a first try, if made."""
-        backend = self._backend
-        took = "0"
-        deadline = busy_deadline = math.inf
-        now = time.monotonic()
-        if not block:
-            deadline = now
-        elif wait is not None:
-            deadline = now + max(wait, 0.0)
-        # a role held by another client is waited for like a mutex, even by put_nowait
-        busy_deadline = max(deadline, now + backend.slice)
-        client = None
-        while True:
-            if result is None:
-                count = backend.batch_count(payloads, _BATCH)
-                args: list[bytes | str] = [self.client_id, payloads[0], "1" if negative else "0", took,
-                                           self._keys.inbox_prefix, orders[0] if orders else b""]
-                # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
-                more = payloads[1:count] if orders is None else [
-                    arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-                result = backend.script(self._put_command, args, items=more)
-            if isinstance(result, list):
-                result, went = result
-            else:
-                went = 1 if result >= 0 else 0
-            del payloads[:went]
-            if orders is not None:
-                del orders[:went]
-            if not payloads:
-                return
-            if went:
-                result, took = None, "0"
-                continue
-            self._raise_for(result)
-            now = time.monotonic()
-            if result == _FULL:
-                if now >= deadline:
-                    raise Full(f"queue {self._name!r} is full")
-                client = client or backend.client()
-                took = "1" if backend.call(
-                    "BRPOP :not_full", client.brpop, [self._keys.not_full],
-                    timeout=max(min(backend.slice, deadline - now), _MIN_WAIT),
-                ) else "0"  # a lost reply costs a wake-up, never an item or a token: not "mutating"
-            elif result == _BUSY:
-                if now >= busy_deadline:
-                    holder = self._read(self._keys.producer)
-                    raise Full(f"queue {self._name!r}: the producer role is held by {holder}")
-                self._recover_spec_holder(self._keys.producer_free, self._keys.producer)
-                self._wait_token(self._keys.producer_free, busy_deadline - now)
-                took = "0"
-            else:
-                raise ProtocolError(f"put script returned {result!r}")
-            result = None
 
     def put_nowait(self, item: T) -> None:
         """Put an item into the queue without blocking.
@@ -769,15 +419,6 @@ class Queue(Generic[T]):
         Otherwise raise the Full exception.
         """
         self.put(item, block=False)
-
-    def _put_call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
-        """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
-        put.lua's: the new length, or a negative status to pass to ``put`` itself)."""
-        payload = serializers.dumps(self._serializer, item)
-        if len(payload) >= SMALLEST_BULK_LIMIT:
-            self._backend.check_sizes([payload])
-        return self._put_command, [self.client_id, payload, "0", "0", self._keys.inbox_prefix,
-                                   self._order_key(item)]
 
     # -- get ----------------------------------------------------------------------
 
@@ -801,8 +442,8 @@ class Queue(Generic[T]):
         acknowledges it (the oldest unacknowledged item of this handle first).
         """
         delivery = self.receive(block, timeout)
-        if self._reliable:
-            self._unacked.append(delivery)
+        if self._options.reliable:
+            self._consumer.unacked.append(delivery)
         return delivery.item
 
     def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
@@ -819,30 +460,31 @@ class Queue(Generic[T]):
         max_items = _count("max_items", max_items)
         if max_items < 1:
             raise ValueError(f"max_items must be at least 1, not {max_items}")
+        consumer = self._consumer
         if block:
             wait = _timeout_value(timeout)
             if wait is not None and wait < 0:
-                self._refuse_negative_timeout()
-        if self._reliable:
-            got = self._receive_more(max_items)
+                consumer.refuse_negative_timeout()
+        if self._options.reliable:
+            got = consumer.many(max_items)
             if not got:
                 got = [self.receive(block, timeout)]
-                self._unacked.append(got[0])
+                consumer.unacked.append(got[0])
                 if max_items > 1:
-                    got += self._more_after_first(self._receive_more, max_items - 1) or []
+                    got += self._more_after_first(consumer.many, max_items - 1) or []
             return [delivery.item for delivery in got]
-        items = self._take_batch(max_items)
+        items = consumer.batch(max_items)
         if not items:
-            first = self._receive(block, timeout)  # kept in flight until the batch is in hand
+            first = consumer.receive(block, timeout)  # kept in flight until the batch is in hand
             items = [first.item]
             if max_items > 1:
-                more = self._more_after_first(lambda n: self._take_batch(n, keep=True), max_items - 1)
+                more = self._more_after_first(lambda n: consumer.batch(n, keep=True), max_items - 1)
                 if more is None:
                     # what the lost reply took waits in our lists, with the first item, for our
                     # next get's cancel to sort out: dropping them now would lose it
                     return items
                 items += more
-        self._drop_received(self._consumer_id())
+        consumer.drop_received(consumer.id())
         return items
 
     def _more_after_first(self, take: Callable[[int], list[Any]], n: int) -> list[Any] | None:
@@ -869,521 +511,10 @@ class Queue(Generic[T]):
         ``Delivery.ack()`` (or ``release()``, or its visibility timeout passes,
         or this consumer dies). In the default mode it is acknowledged at once.
         """
-        delivery = self._receive(block, timeout)
-        if not self._reliable:
-            self._drop_received(delivery.consumer)
+        delivery = self._consumer.receive(block, timeout)
+        if not self._options.reliable:
+            self._consumer.drop_received(delivery.consumer)
         return delivery
-
-    def _receive(self, block: bool, timeout: float | None) -> Delivery[T]:
-        """``receive()``, except that a default-mode delivery stays in Redis (in flight) until
-        ``_drop_received``: one the process dies before returning is requeued."""
-        wait = _timeout_value(timeout) if block else None
-        if wait is not None and wait < 0:
-            self._refuse_negative_timeout()
-        if self._pending_cancel:
-            self._retry_cancels()
-        cid = self._consumer_id()
-        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-            self._sweep()
-        deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            entry = self._get_entry(cid, block, wait) if block else self._get_nowait(cid)
-            try:
-                delivery = self._delivery(cid, entry)
-            except IntegrityError as exc:  # never loaded: dead-lettered; wait for the next item
-                logger.warning("queue %r: %s (moved to the dead-letter list)", self._name, exc)
-                self._last_received[cid] = []
-                if deadline is not None:
-                    wait = max(0.0, deadline - time.monotonic())
-                continue
-            # default mode: received is acknowledged (this consumer's next get drops it)
-            self._last_received[cid] = [delivery.id]
-            return delivery
-
-    def _refuse_negative_timeout(self) -> NoReturn:
-        """A blocking get with a negative timeout: ValueError as queue.Queue raises it, after
-        the ShutDown it checks first (closed and empty), with one read-only round trip, so
-        no key changes (no consumer record, no wake-up entry, no sweep)."""
-        _, length, _, closed = self._info()
-        if closed and length == 0:
-            raise ShutDown(f"queue {self._name!r} is shut down")
-        raise ValueError(_TIMEOUT_MESSAGE)
-
-    def _drop_received(self, cid: str) -> None:
-        """Default mode: the items of this get are in hand, about to be returned: drop what
-        consumer ``cid`` holds in Redis (its in-flight list and held batch), without waiting
-        for the reply. Until then, a consumer that dies has them requeued; from then on they
-        are its own, as a queue.Queue get's are (if the command is lost, the next get drops them)."""
-        command = self._drop_commands.get(cid)
-        if command is None:
-            command = self._drop_commands[cid] = pack_command("DEL", self._keys.inflight(cid),
-                                                              self._keys.held(cid))
-        self._backend.post(command)
-
-    def _delivery(self, cid: str, entry: bytes) -> Delivery[T]:
-        """The Delivery of an entry this consumer received."""
-        seq, deliveries, ms, payload = _parse_entry(entry)
-        try:
-            item = serializers.loads(self._serializer, self._unwrap(payload))
-        except DeserializationError:
-            # it will never load with this serializer: to the dead-letter list, not lost
-            self._dead_letter(cid, seq)
-            raise
-        return Delivery(item, seq, deliveries, ms / 1000, cid, self)
-
-    def _receive_more(self, n: int) -> list[Delivery[T]]:
-        """Up to ``n`` items (at most 1000) that are queued now, in one round trip (get.lua 'many');
-        [] if there are none (or another consumer holds the role). Never waits. In reliable
-        mode each stays in flight until acknowledged, as after ``receive()``; in the default
-        mode they are acknowledged at once, as there."""
-        cid, result = self._get_queued("many", n)
-        if not result:
-            return []
-        deliveries = self._deliveries(cid, result)
-        if not self._reliable:
-            self._drop_received(cid)  # in hand: acknowledged, as after receive()
-        return deliveries
-
-    def _get_queued(self, mode: str, n: int, keep: bool = False) -> tuple[str, list[bytes]]:
-        """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as
-        (this consumer's id, the reply); the reply is [] if there are none (or another
-        consumer holds the role). Never waits. ``keep`` ('batch'): leave what the in-flight
-        list holds (the first item of the same get_many)."""
-        if self._pending_cancel:
-            self._retry_cancels()
-        cid = self._consumer_id()
-        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-            self._sweep()  # as receive() does: a consumer of batches also recovers dead peers
-        k = self._keys
-        tail = (k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, "k" if keep else "0",
-                self._consumer_record(), self._lease_ms, self.client_id, n)
-        try:
-            result = self._backend.script(self._get_many_command, tail)
-        except BackendError:
-            self._pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
-            raise
-        if not isinstance(result, list):
-            if result in (_EMPTY, _BUSY, _UNDRAINED):
-                return cid, []
-            self._raise_for(result)
-            raise ProtocolError(f"get script returned {result!r}")
-        return cid, result
-
-    def _deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
-        """The Deliveries of entries this consumer received (get.lua 'many'); an item that
-        cannot be deserialized is dead-lettered and left out."""
-        deliveries = []
-        for entry in entries:
-            try:
-                deliveries.append(self._delivery(cid, entry))
-            except DeserializationError as exc:  # dead-lettered; the others are still ours
-                logger.error("queue %r: %s (moved to the dead-letter list)", self._name, exc)
-        self._last_received[cid] = [d.id for d in deliveries]
-        if self._reliable:
-            self._unacked.extend(deliveries)
-        return deliveries
-
-    def _take_batch(self, n: int, keep: bool = False) -> list[T]:
-        """Up to ``n`` items (at most 1000) that are queued now, in one round trip, for get_many
-        in the default mode (get.lua 'batch'): the items come as they are stored, with one
-        header, and no Delivery is made. [] if there are none (or another consumer holds the
-        role). Never waits. ``keep``: see ``_get_queued``. What it takes stays in Redis until
-        ``_drop_received``."""
-        cid, result = self._get_queued("batch", n, keep)
-        if not result:
-            return []
-        header = result.pop()
-        if not header.startswith(b"h:"):  # an entry delivered earlier, from our inbox
-            return [d.item for d in self._deliveries(cid, [*result, header])]
-        # received: from now on a cancel leaves the batch alone (our next get drops it)
-        self._last_received[cid] = ["h" + header.split(b":", 2)[1].decode()]
-        if self._plain:
-            return cast("list[T]", result)  # bytes: the stored items are the items
-        loads, unwrap = self._serializer.loads, self._unwrap
-        try:
-            return [loads(unwrap(item)) for item in result]
-        except Exception:
-            return self._load_each(cid, header, result)
-
-    def _load_each(self, cid: str, header: bytes, stored: list[bytes]) -> list[T]:
-        """Deserialize a batch's items one by one: one that cannot be is dead-lettered (as
-        ``_delivery`` does) and left out; the others are returned."""
-        first, _, _ = _batch_header(header)
-        # releasing an item turns the held batch into in-flight entries: all received
-        self._last_received[cid] = ["h%d" % first, *(str(first + i) for i in range(len(stored)))]
-        items = []
-        for i, item in enumerate(stored):
-            try:
-                items.append(serializers.loads(self._serializer, self._unwrap(item)))
-            except DeserializationError as exc:
-                self._dead_letter(cid, str(first + i))
-                logger.error("queue %r: %s (moved to the dead-letter list)", self._name, exc)
-        return items
-
-    def _consumer_id(self) -> str:
-        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
-        return f"{self.client_id}#{self._token}"
-
-    def _slice(self) -> float:
-        """One wait: a third of the lease at most, so a live waiter always renews it in time."""
-        return min(self._backend.slice, self._lease_ms / 3000)
-
-    def _consumer_record(self) -> str:
-        """'host|pid|start|ms|mode' of this process, for :pressure:consumers: the
-        visibility timeout and 'r' in reliable mode, the lease and 'd' otherwise."""
-        pid = os.getpid()
-        if self._record[0] != pid:
-            host, pid, start = identity.process_record()
-            mode = "r" if self._reliable else "d"
-            self._record = (pid, f"{host}|{pid}|{start}|{self._visibility_ms}|{mode}")
-        return self._record[1]
-
-    def _get_entry(self, cid: str, block: bool, wait: float | None) -> bytes:
-        now = time.monotonic()
-        deadline = math.inf if wait is None else now + max(wait, 0.0)
-        busy_deadline = max(deadline, now + self._backend.slice)
-        inbox, inflight, held = self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid)
-        backend = self._backend
-        command = self._get_command
-        record = self._consumer_record()
-        tail = [inbox, inflight, held, cid, "block", "1" if wait is not None and wait < 0 else "0",
-                record, self._lease_ms, self.client_id]
-        # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
-        # BLMOVE returns (one round trip); left out while gets find items queued (it would
-        # find nothing to do), at the cost of one more round trip the first time one waits
-        woken: list[bytes | str | int] = [inbox, inflight, held, cid, "woken", "0", record,
-                                          self._lease_ms, self.client_id]
-        maybe_waiting = True  # we may hold the consumer role as the registered waiter
-        waited, self._waited = self._waited, True
-        try:
-            status, reply, taken = backend.script_then_blmove(
-                command, tail, inbox, inflight, _wait_time(self._slice(), deadline),
-                woken if waited else None)
-            first = True
-            while True:
-                tail[5] = "0"
-                if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
-                    maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
-                    self._waited = not first
-                    return reply  # type: ignore[no-any-return]
-                if isinstance(taken, bytes):  # woken, and 'woken' took the item for us
-                    maybe_waiting = False
-                    return taken
-                if isinstance(status, redis.RedisError):
-                    if refused_for_now(status):  # LOADING, BUSY...: the script did not run, and
-                        self._cancel(cid)  # what the BLMOVE may have moved goes back to our inbox
-                    elif not isinstance(status, redis.exceptions.NoScriptError):
-                        backend.raise_error(status, "script get", True)
-                elif status == _WAITING:
-                    if reply is None:
-                        if time.monotonic() >= deadline:
-                            return self._cancel_wait(cid)
-                        self._sweep()  # a slice ended: requeue what expired meanwhile
-                    # woken by close or delete, or a slice ended: look again (and renew the lease)
-                elif status == _UNDRAINED:
-                    # closed and empty, but items others hold may come back: take back what
-                    # dead ones hold, else wait for the others as on an open, empty queue
-                    maybe_waiting = False
-                    holders = self._recover_holders(cid)
-                    if holders == "drained":
-                        raise ShutDown(f"queue {self._name!r} is shut down")
-                    if holders == "wait":
-                        if time.monotonic() >= deadline:
-                            raise Empty(f"queue {self._name!r} is empty")
-                        tail[5] = "w"
-                else:
-                    maybe_waiting = False
-                    if status == _NO_QUEUE:  # deleted: our own lists are all that is left
-                        backend.call("DEL", backend.client().delete, inbox, inflight, held, mutating=True)
-                    self._raise_for(status)
-                    if status == _BUSY:
-                        now = time.monotonic()
-                        if now >= busy_deadline:
-                            raise Empty(f"queue {self._name!r} is empty")
-                        self._recover_waiter()
-                        self._wait_token(self._keys.consumer_free, busy_deadline - now)
-                    elif status != _DELIVERED:
-                        raise ProtocolError(f"get script returned {status!r}")
-                maybe_waiting = True
-                first = False
-                status, reply, taken = backend.script_then_blmove(
-                    command, tail, inbox, inflight,
-                    _wait_time(_UNDRAINED_POLL if tail[5] == "w" else self._slice(), deadline), woken)
-        except BaseException as exc:
-            if maybe_waiting:
-                # an unresponsive or refusing server: do not wait out another socket timeout now
-                timed_out = isinstance(exc, BackendError) and (
-                    isinstance(exc.__cause__, redis.TimeoutError) or refused_for_now(exc.__cause__))
-                self._cancel_after_error(cid, now=not timed_out)
-            raise
-
-    def _get_nowait(self, cid: str) -> bytes:
-        tail = (self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid), cid, "nowait", "0",
-                self._consumer_record(), self._lease_ms, self.client_id)
-        backend = self._backend
-        busy_deadline = time.monotonic() + backend.slice
-        recovered = False
-        try:
-            while True:
-                result = backend.script(self._get_command, tail)
-                if isinstance(result, bytes):
-                    return result
-                self._raise_for(result)
-                if result == _UNDRAINED and not recovered:
-                    recovered = True  # closed and empty, but others hold items: dead ones' first
-                    holders = self._recover_holders(cid)
-                    if holders == "drained":
-                        raise ShutDown(f"queue {self._name!r} is shut down")
-                    if holders == "recovered":
-                        continue
-                if result in (_EMPTY, _UNDRAINED):
-                    raise Empty(f"queue {self._name!r} is empty")
-                if result != _BUSY:
-                    raise ProtocolError(f"get script returned {result!r}")
-                # another consumer is mid-step while items wait: wait for it like a mutex
-                now = time.monotonic()
-                if now >= busy_deadline:
-                    raise Empty(f"queue {self._name!r}: the consumer role is held by "
-                                f"{self._read(self._keys.consumer)}")
-                self._recover_waiter()
-                self._wait_token(self._keys.consumer_free, busy_deadline - now)
-        except BackendError:
-            self._pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
-            raise
-
-    def _cancel(self, cid: str) -> Any:
-        """Stop waiting; entries in our in-flight list never received go back to our inbox."""
-        if self._reliable:
-            received = [d.id for d in self._unacked if d.consumer == cid]
-        else:
-            received = self._last_received.get(cid, [])
-        keys = (*self._get_keys, self._keys.inbox(cid), self._keys.inflight(cid), self._keys.held(cid))
-        client_id = cid.rpartition("#")[0]
-        return self._run("get", keys, (cid, "cancel", "0", self._consumer_record(),
-                                               self._lease_ms, client_id, *received))
-
-    def _cancel_wait(self, cid: str) -> bytes:
-        """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
-        if self._cancel(cid) == _DELIVERED:
-            return self._get_nowait(cid)  # served from our inbox first
-        raise Empty(f"queue {self._name!r} is empty")
-
-    def _cancel_after_error(self, cid: str, now: bool = True) -> None:
-        """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
-
-        An item delivered meanwhile stays in this client's inbox: its next get returns it.
-        """
-        if now:
-            try:
-                self._cancel(cid)
-                return
-            except BackendError:
-                pass
-        self._pending_cancel.append(cid)
-
-    def _retry_cancels(self) -> None:
-        while self._pending_cancel:
-            self._cancel(self._pending_cancel[0])
-            self._pending_cancel.pop(0)
-
-    # -- acknowledgements and recovery ------------------------------------------------
-
-    def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
-        """Acknowledge ``delivery`` (ack.lua). With ``task_done``, count the task exactly once
-        across lost replies: after a reply lost on a broken connection, the acknowledgement
-        is sent again at once in the form that counts the task only if the delivery is still
-        in flight (i.e. the lost one did not run). If that fails too, OutcomeUnknown is raised
-        and the delivery stays first in line, marked: task_done() again is exact."""
-        inflight = self._keys.inflight(delivery.consumer)
-        if not task_done:
-            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"))
-        else:
-            try:
-                acked, unfinished = self._backend.script(
-                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"))
-            except OutcomeUnknown as exc:
-                delivery._unsure = True
-                if isinstance(exc.__cause__, redis.TimeoutError):
-                    raise  # an unresponsive server: do not wait out another socket timeout now
-                try:
-                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"))
-                except BackendError:
-                    raise exc from exc.__cause__  # still unknown: task_done() again will tell
-        self._forget(delivery)
-        if unfinished == -1:
-            raise ValueError("task_done() called too many times")
-        if unfinished == _NO_QUEUE:
-            raise self._missing()
-        return bool(acked)
-
-    def _release(self, delivery: Delivery[T]) -> bool:
-        requeued, dead = self._run("requeue", self._requeue_keys, (
-            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            delivery.consumer, delivery.id, "", self._keys.held_prefix))
-        self._forget(delivery)
-        return bool(requeued or dead)
-
-    def _settle_all(self, cid: str, ack: bool) -> int:
-        """Acknowledge (``ack``) or give back every delivery this handle's consumer ``cid``
-        holds, in one step whatever their number: for a reader that takes many items and
-        settles them together (pressure.spark). Returns how many were settled."""
-        self._unacked.clear()
-        if ack:
-            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"))
-            return int(held)
-        requeued, dead = self._run("requeue", self._requeue_keys, (
-            "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            cid, self._consumer_record(), "", self._keys.held_prefix))
-        return max(0, int(requeued)) + int(dead)
-
-    def _dead_letter(self, cid: str, seq: str) -> bool:
-        """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item
-        its reader cannot use): a release that counts as the last delivery allowed."""
-        _, dead = self._run("requeue", self._requeue_keys, (
-            "release", self._keys.inbox_prefix, self._keys.inflight_prefix, "1", cid, seq, "",
-            self._keys.held_prefix))
-        return bool(dead)
-
-    def _bury(self, delivery: Delivery[T]) -> bool:
-        """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
-        self._forget(delivery)
-        return self._dead_letter(delivery.consumer, delivery.id)
-
-    def _touch_all(self, cid: str) -> int:
-        """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""
-        return int(self._run("touch", (self._keys.inflight(cid),), ("*",)))
-
-    def _forget(self, delivery: Delivery[T]) -> None:
-        try:
-            self._unacked.remove(delivery)
-        except ValueError:
-            pass
-
-    def _sweep(self) -> None:
-        """Requeue deliveries whose visibility timeout or lease passed (at most once a second
-        across all clients), and recover consumers on this host whose process is gone."""
-        self._last_sweep = time.monotonic()
-        result = self._run("requeue", self._requeue_keys, (
-            "sweep", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            "", "", int(_SWEEP_INTERVAL * 1000), self._keys.held_prefix))
-        if result[0] > 0 or result[1] > 0:
-            logger.warning("queue %r: requeued %d expired deliveries, dead-lettered %d",
-                           self._name, result[0], result[1])
-        records = result[2:]
-        for i in range(0, len(records), 2):
-            self._recover_if_dead(records[i].decode(errors="replace"), records[i + 1].decode(errors="replace"))
-
-    def _recover_if_dead(self, consumer: str, record: str) -> bool:
-        """If ``consumer`` ran on this host in a process that is gone, take back what it held."""
-        host, _, rest = record.partition("|")
-        pid, _, rest = rest.partition("|")
-        start, _, _ = rest.partition("|")
-        if host != identity.hostname() or not pid.isdigit() or identity.is_alive(int(pid), start):
-            return False
-        requeued, dead = self._run("requeue", self._requeue_keys, (
-            "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
-            consumer, record, "", self._keys.held_prefix))
-        if requeued >= 0:
-            logger.warning("queue %r: consumer %s (%s) is dead: its role and %d deliveries taken "
-                           "back (%d dead-lettered)", self._name, consumer, record, requeued, dead)
-        return bool(requeued >= 0)
-
-    def _recover_holders(self, cid: str) -> str:
-        """On a closed, empty queue whose items other consumers hold (get.lua -8): take back
-        what consumers on this host whose process is gone hold, and say what is left:
-        'recovered' (look again now), 'wait' (items may still come back: unacknowledged, in
-        an inbox, or held by a consumer elsewhere, alive or not), or 'drained' (the holders
-        are default-mode consumers alive on this host: what they hold, a get returned or is
-        returning, its drop on the way)."""
-        backend, k = self._backend, self._keys
-        records = backend.call("HGETALL", backend.client().hgetall, k.consumers)
-        others = [(c.decode(errors="replace"), r.decode(errors="replace")) for c, r in records.items()]
-        others = [(consumer, record) for consumer, record in others if consumer != cid]
-        if any([self._recover_if_dead(consumer, record) for consumer, record in others]):
-            return "recovered"
-        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-            self._sweep()  # what expired elsewhere (a get looks again after a wait)
-        pipe = backend.client().pipeline(transaction=False)
-        for consumer, _ in others:
-            for key in (k.inbox(consumer), k.inflight(consumer)):
-                pipe.llen(key)
-                pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
-            pipe.exists(k.held(consumer))
-        replies = backend.call("look at the holders", pipe.execute)
-        here = identity.hostname()
-        for i, (_, record) in enumerate(others):
-            n_inbox, wake_inbox, n_inflight, wake_inflight, held = replies[5 * i:5 * i + 5]
-            if n_inbox > len(wake_inbox):
-                return "wait"  # never received: its consumer's next get, or a sweep, brings it back
-            if n_inflight > len(wake_inflight) or held:
-                host, _, rest = record.partition("|")
-                if not (rest.endswith("|d") and host == here):
-                    return "wait"  # unacknowledged, or a default-mode get elsewhere (maybe dead)
-        return "drained"
-
-    def _recover_waiter(self) -> None:
-        """The consumer role is taken: if its holder is a dead process on this host, recover it.
-        (A holder on another host is recovered when its lease expires, by the sweep.)"""
-        k = self._keys
-        client = self._backend.client()
-        pipe = client.pipeline(transaction=False)
-        pipe.get(k.waiter)
-        pipe.hgetall(k.consumers)
-        waiter, records = self._backend.call("read the waiter", pipe.execute)
-        if waiter is None:
-            self._recover_spec_holder(k.consumer_free, k.consumer)
-            return
-        record = records.get(waiter)
-        if record is not None and self._recover_if_dead(waiter.decode(errors="replace"),
-                                                        record.decode(errors="replace")):
-            return
-        if time.monotonic() - self._last_sweep > _SWEEP_INTERVAL:
-            self._sweep()  # a waiter elsewhere whose lease expired
-
-    def _recover_spec_holder(self, free_key: str, role_key: str) -> None:
-        """A role held by a plain spec client: if its identifier names a process on this host
-        that is gone (seen twice, apart), give the token back."""
-        holder = self._read(role_key)
-        parts = (holder or "").split(":")
-        if len(parts) < 2 or parts[0] != identity.hostname() or not parts[1].isdigit():
-            return
-        if identity.pid_exists(int(parts[1])):
-            self._suspects.pop(free_key, None)
-            return
-        seen = self._suspects.get(free_key)
-        now = time.monotonic()
-        if seen is None or seen[0] != holder:
-            self._suspects[free_key] = (holder or "", now)
-        elif now - seen[1] >= _SPEC_HOLDER_GRACE:
-            if self._run("restore", (free_key, role_key), (holder,)):
-                logger.warning("queue %r: %s was held by dead client %s: token restored",
-                               self._name, free_key, holder)
-            self._suspects.pop(free_key, None)
-
-    def repair(self) -> RepairReport:
-        """Reset the queue's role tokens to the protocol invariants, for operators.
-
-        Every role token list is set to exactly one element, ``:not_full``
-        agrees with the length and bound, ``:closed`` has two elements if it
-        has any, and a registered waiter is cleared (a live one registers
-        again). Consumers on this host whose process is gone give back what
-        they held. Items are never lost. Run it when no client should be
-        holding a role: it does not ask.
-        """
-        k = self._keys
-        result = self._run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
-                                              k.not_full, k.closed, k.waiter, k.lease), ())
-        if result == [_NO_QUEUE]:
-            raise self._missing()
-        reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
-        recovered = []
-        records = self._backend.call("HGETALL", self._backend.client().hgetall, k.consumers)
-        for consumer, record in records.items():
-            if self._recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
-                recovered.append(consumer.decode(errors="replace"))
-        if reset or recovered:
-            logger.warning("queue %r repaired: reset %s, recovered %s", self._name, reset, recovered)
-        return RepairReport(reset, recovered)
 
     # -- inspection ----------------------------------------------------------------
 
@@ -1393,75 +524,6 @@ class Queue(Generic[T]):
         if n == 0:
             return []
         return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
-
-    def in_flight(self) -> list[InFlight]:
-        """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
-        k = self._keys
-        client = self._backend.client()
-        consumers = self._backend.call("HGETALL", client.hgetall, k.consumers)
-        pipe = client.pipeline(transaction=True)
-        pipe.time()
-        for consumer in consumers:
-            name = consumer.decode(errors="replace")
-            pipe.lrange(k.inflight(name), 0, -1)
-            pipe.lrange(k.inbox(name), 0, -1)
-            pipe.lrange(k.held(name), 0, -1)
-        replies = self._backend.call("in_flight", pipe.execute)
-        now_s, now_us = replies[0]
-        now = now_s + now_us / 1e6
-        out: list[InFlight] = []
-        for i, consumer in enumerate(consumers):
-            inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
-            entries = [_parse_entry(e) for e in inflight + inbox if not e.startswith(b"s:")]
-            if held:
-                entries += _held_entries(held[0], held[:0:-1])
-            for seq, deliveries, ms, payload in entries:
-                out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
-                                    max(now - ms / 1000, 0.0), self._unwrap(payload)))
-        return out
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """The dead-letter list, oldest first: items delivered ``max_deliveries`` times."""
-        client = self._backend.client()
-        pipe = client.pipeline(transaction=True)
-        pipe.time()
-        pipe.lrange(self._keys.dead, 0, -1)
-        (now_s, now_us), entries = self._backend.call("dead_letters", pipe.execute)
-        now = now_s + now_us / 1e6
-        out = []
-        for entry in reversed(entries):
-            seq, deliveries, ms, payload = _parse_entry(entry)
-            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
-        return out
-
-    def kick(self, n: int | None = None) -> int:
-        """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
-        queue with a fresh delivery count. Returns how many moved."""
-        k = self._keys
-        count = -1 if n is None else _count("n", n)
-        return int(self._run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
-                                              k.bound, k.not_full), (count,)))
-
-    def purge_dead(self) -> int:
-        """Delete the dead-letter list; return how many items it held."""
-        pipe = self._backend.client().pipeline(transaction=True)
-        pipe.llen(self._keys.dead)
-        pipe.delete(self._keys.dead)
-        return int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
-
-    # -- role tokens --------------------------------------------------------------
-
-    def _wait_token(self, free_key: str, limit: float) -> None:
-        """Wait until a role token is back, without taking it (BLMOVE x x RIGHT RIGHT)."""
-        backend = self._backend
-        backend.call(
-            "BLMOVE role token", backend.client().blmove, free_key, free_key,
-            max(min(backend.slice, limit), _MIN_WAIT), "RIGHT", "RIGHT",
-        )
-
-    def _read(self, key: str) -> str | None:
-        value = self._backend.call("GET", self._backend.client().get, key)
-        return None if value is None else value.decode(errors="replace")
 
     # -- size and state -----------------------------------------------------------
 
@@ -1559,11 +621,12 @@ class Queue(Generic[T]):
         it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
         that same delivery's count, never a second one.
         """
-        if self._reliable and self._unacked:
-            self._ack(self._unacked[0], task_done=True)  # acknowledges the oldest delivery
+        unacked = self._consumer.unacked
+        if self._options.reliable and unacked:
+            self._ack(unacked[0], task_done=True)  # acknowledges the oldest delivery
             return
         _, unfinished = self._backend.script(
-            self._ack_command, (self._keys.inflight(self._consumer_id()), "-", "1"))
+            self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
@@ -1619,8 +682,7 @@ class Queue(Generic[T]):
                 raise self._missing()
             if result != _BUSY:
                 return
-            self._recover_spec_holder(k.producer_free, k.producer)
-            self._wait_token(k.producer_free, self._backend.slice)
+            self._roles.wait_for_role(PRODUCER, self._backend.slice)
 
     def shutdown(self, immediate: bool = False) -> None:
         """Shut-down the queue, making queue gets and puts raise ShutDown.
@@ -1642,8 +704,7 @@ class Queue(Generic[T]):
                 raise self._missing()
             if result != _BUSY:
                 return
-            self._recover_waiter()
-            self._wait_token(k.consumer_free, self._backend.slice)
+            self._roles.wait_for_role(CONSUMER, self._backend.slice)
 
     def delete(self) -> None:
         """Delete the queue and every key it has (protocol Delete); unread items are lost.
@@ -1667,12 +728,7 @@ class Queue(Generic[T]):
                 raise self._missing()
             if result == -8:
                 raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            if result == -10:
-                self._recover_spec_holder(k.producer_free, k.producer)
-                self._wait_token(k.producer_free, self._backend.slice)
-            else:
-                self._recover_waiter()
-                self._wait_token(k.consumer_free, self._backend.slice)
+            self._roles.wait_for_role(PRODUCER if result == -10 else CONSUMER, self._backend.slice)
             result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix,
                                                 k.held_prefix, k.logs))
 

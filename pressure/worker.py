@@ -56,6 +56,7 @@ from typing import Any
 import redis
 
 from . import identity
+from ._internal import attach, internal
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from .keys import ExecutorKeys, resolve_prefix
@@ -172,12 +173,13 @@ class _Worker:
         self.keys = ExecutorKeys.build(where.prefix, where.name)
         # one backend for every queue: replies and settlements share one round trip
         self.backend = Backend(where.config)
-        self.tasks: Queue[Task] = Queue._from_config(
-            self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
+        self.tasks: Queue[Task] = attach(
+            Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         # the consumer this (main) thread receives tasks as: its in-flight list holds them
-        self.consumer = self.tasks._consumer_id()
+        self.link = internal(self.tasks)
+        self.consumer = self.link.consumer_id()
         self.inflight = self.tasks.keys.inflight(self.consumer)
         k = self.keys
         self.claim_command = PackedScript("claim", (k.claims, self.inflight, k.retried, k.lost), 0, 5)
@@ -205,7 +207,7 @@ class _Worker:
                     last_beat = time.monotonic()
                     seconds, micros = client.time()
                     client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
-                    self.tasks._touch_all(self.consumer)  # the running task and those held
+                    self.link.touch_all(self.consumer)  # the running task and those held
                     complaint.succeeded()
             except (redis.RedisError, PressureError) as exc:
                 complaint.failed(exc)
@@ -229,15 +231,15 @@ class _Worker:
     def _reply_queue(self, task: Task) -> Queue[bytes]:
         queue = self.replies.get(task.reply_to)
         if queue is None:
-            queue = self.replies[task.reply_to] = Queue._from_config(
-                task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
+            queue = self.replies[task.reply_to] = attach(
+                Queue, task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
                 create=False, backend=self.backend)
         return queue
 
     def fetch(self) -> None:
         """Take what is queued now (up to ``prefetch`` while tasks are short; one round trip),
         else wait a little for one task; hold them."""
-        got = self.tasks._receive_more(self.where.prefetch if self.short else 1)
+        got = self.link.receive_many(self.where.prefetch if self.short else 1)
         if not got:
             got = [self.tasks.receive(timeout=_POLL)]
         with self.lock:
@@ -254,7 +256,7 @@ class _Worker:
         try:
             task = delivery.item
             if not _is_task(task):
-                self.tasks._bury(delivery)
+                self.link.bury(delivery)
                 logger.error("worker %s: an item of the task queue %r is not a task (moved to its "
                              "dead-letter list): %.200r", self.id, self.keys.tasks, task)
                 return None
@@ -298,7 +300,7 @@ class _Worker:
             if message is not None:
                 queue = self._reply_queue(delivery.item)
                 framed = delivery.item.id.encode() + b"\n" + message
-                calls.append(queue._put_call(framed))
+                calls.append(internal(queue).put_call(framed))
                 sent.append((queue, framed))
         settle: list[bytes | str] = [self.consumer]
         for delivery, _ in done:
@@ -309,7 +311,7 @@ class _Worker:
             if isinstance(reply, redis.RedisError):
                 self.backend.raise_error(reply, "replies and settlements", True)
         for delivery, _ in done:
-            self.tasks._forget(delivery)
+            self.link.forget(delivery)
         for (queue, framed), reply in zip(sent, replies):
             if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
                 with contextlib.suppress(ShutDown):
@@ -354,7 +356,7 @@ class _Worker:
                     continue
                 delivery, decision = step
                 if decision == _NOT_OURS:  # it went back to the queue meanwhile: not ours to run
-                    self.tasks._forget(delivery)
+                    self.link.forget(delivery)
                     continue
                 done.append((delivery, self.run(delivery, decision)))
                 if not self.short or self.stop():

@@ -188,7 +188,7 @@ def test_a_reply_lost_mid_get_many_loses_nothing(make_queue: Any, r: redis.Redis
     with pytest.raises(pressure.BackendError):
         q.get_many(20)
     assert r.llen(q.keys.base) == 30  # the 20 left the queue: they are held for this consumer
-    assert r.llen(q.keys.held(q._consumer_id())) == 21  # as they are, under one header
+    assert r.llen(q.keys.held(q._consumer.id())) == 21  # as they are, under one header
     assert q.get_many(100) == items[:20]  # taken back first: the inbox entries the cancel made
     assert q.get_many(100) == items[20:]
     with pytest.raises(pressure.Empty):
@@ -204,11 +204,11 @@ def test_a_returned_batch_is_dropped_at_once_and_never_taken_back(make_queue: An
     q = make_queue("received", serializer="bytes")
     q.put_many([b"a", b"b", b"c"])
     assert q.get_many(10) == [b"a", b"b", b"c"]
-    held = q.keys.held(q._consumer_id())
+    held = q.keys.held(q._consumer.id())
     # get_many had the items in hand: it dropped them from Redis (a DEL whose reply it does
     # not wait for, so another connection may see them an instant longer)
     _wait_for(lambda: not r.exists(held) and q.in_flight() == [], "the held batch to go")
-    q._pending_cancel.append(q._consumer_id())  # as after a failed call: the cancel runs first
+    q._consumer.pending_cancel.append(q._consumer.id())  # as after a failed call: the cancel runs first
     with pytest.raises(pressure.Empty):
         q.get_many(10, block=False)  # the cancel left the received batch alone; this get dropped it
     assert not r.exists(held) and q.in_flight() == []
@@ -228,12 +228,12 @@ def test_a_held_batch_never_returned_is_requeued_by_the_sweep_past_the_lease(mak
     q = make_queue("swept", lease=1.0)
     other = make_queue("swept")
     q.put_many([1, 2, 3])
-    cid, stored = q._get_queued("batch", 2)  # taken for q, never returned by a get_many
+    cid, stored = q._consumer.queued("batch", 2)  # taken for q, never returned by a get_many
     assert len(stored) == 3  # the two items and the header
     held = q.keys.held(cid)
     assert r.exists(held)
     time.sleep(1.2)
-    other._sweep()
+    other._roles.sweep()
     assert not r.exists(held) and cid.encode() not in r.hkeys(q.keys.consumers)
     assert q.statistics().consumed_messages == 0 and q.qsize() == 3  # back in the queue
     assert other.get_many(3) == [1, 2, 3]
@@ -268,7 +268,7 @@ def test_large_items_travel_as_chunks_of_their_own_and_arrive_whole(make_queue: 
 def test_a_held_batch_goes_with_the_queue(make_queue: Any, r: redis.Redis, how: str) -> None:
     q = make_queue("gone", serializer="bytes")
     q.put_many([b"a", b"b"])
-    cid, _ = q._get_queued("batch", 1)  # taken for q, not returned yet: held in Redis
+    cid, _ = q._consumer.queued("batch", 1)  # taken for q, not returned yet: held in Redis
     held = q.keys.held(cid)
     assert r.exists(held)
     if how == "delete":

@@ -232,7 +232,7 @@ def test_a_default_consumer_killed_before_get_returned_loses_nothing(
     assert sorted(got) == ["a", "b", "c"]
     s = q.statistics()
     assert (s.produced_messages, s.consumed_messages, s.size) == (3, 3, 0)
-    assert q.in_flight() == [] or {f.consumer for f in q.in_flight()} == {consumer._consumer_id()}
+    assert q.in_flight() == [] or {f.consumer for f in q.in_flight()} == {consumer._consumer.id()}
     assert_invariants(r, q)
     consumer.disconnect()
     q.disconnect()

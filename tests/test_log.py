@@ -15,6 +15,7 @@ import pytest
 import redis
 
 import pressure
+from pressure._internal import internal
 from pressure.log import QueueLog
 
 from .helpers import assert_invariants
@@ -122,9 +123,10 @@ def test_a_reader_killed_between_get_and_append_loses_nothing(make_queue: Any, u
     q.put_many(range(5))
     child = textwrap.dedent(f"""
         import os, signal
+        from pressure._internal import internal
         from pressure.log import QueueLog
         log = QueueLog("q", "g", url={url!r}, prefix={prefix!r})
-        got = log.queue._receive_more(3)
+        got = internal(log.queue).receive_many(3)
         assert len(got) == 3
         print("taken", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

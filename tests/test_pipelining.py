@@ -10,6 +10,7 @@ import pytest
 import redis
 
 import pressure
+from pressure._internal import internal
 
 from .helpers import assert_invariants
 
@@ -18,9 +19,9 @@ def test_receive_more_takes_what_is_queued_in_order_and_counts_it(make_queue: An
     q = make_queue("many", 10)
     for i in range(5):
         q.put(i)
-    assert [d.item for d in q._receive_more(3)] == [0, 1, 2]
-    assert [d.item for d in q._receive_more(10)] == [3, 4]
-    assert q._receive_more(10) == []
+    assert [d.item for d in internal(q).receive_many(3)] == [0, 1, 2]
+    assert [d.item for d in internal(q).receive_many(10)] == [3, 4]
+    assert internal(q).receive_many(10) == []
     s = q.statistics()
     assert (s.consumed_messages, s.size) == (5, 0)
     assert_invariants(r, q)
@@ -32,7 +33,7 @@ def test_receive_more_follows_the_queue_order(url: str, prefix: str, cls: Any, e
     q = cls("many", url=url, prefix=prefix)
     for i in range(5):
         q.put(i)
-    assert [d.item for d in q._receive_more(2)] == expected
+    assert [d.item for d in internal(q).receive_many(2)] == expected
     q.disconnect()
 
 
@@ -40,7 +41,7 @@ def test_receive_more_in_reliable_mode_keeps_each_in_flight_until_acked(make_que
     q = make_queue("many-rel", reliable=True)
     for i in range(3):
         q.put(i)
-    got = q._receive_more(3)
+    got = internal(q).receive_many(3)
     assert sorted(f.id for f in q.in_flight()) == sorted(d.id for d in got)
     got[1].ack()
     assert len(q.in_flight()) == 2
@@ -52,7 +53,7 @@ def test_a_default_mode_get_after_receive_more_acknowledges_them_all(make_queue:
     q = make_queue("many-default")
     for i in range(3):
         q.put(i)
-    assert len(q._receive_more(3)) == 3
+    assert len(internal(q).receive_many(3)) == 3
     with pytest.raises(pressure.Empty):
         q.get_nowait()  # the next get drops what the last one received
     assert q.in_flight() == []
@@ -62,7 +63,7 @@ def test_pipeline_runs_several_scripts_in_one_round_trip(make_queue: Any) -> Non
     q = make_queue("pipe", reliable=True)
     q.put("a")
     d = q.receive()
-    replies = q._backend.pipeline([q._put_call("b"), q._put_call("c"), d._ack_call()])
+    replies = internal(q).pipeline([internal(q).put_call("b"), internal(q).put_call("c"), d._ack_call()])
     assert replies[:2] == [1, 2] and replies[2] == [1, 0]
     assert q.in_flight() == [] and q.peek(2) == ["b", "c"]
 
@@ -74,10 +75,10 @@ def test_touch_keeps_a_slow_delivery_from_being_redelivered(make_queue: Any) -> 
     for _ in range(3):  # 1.8 s in all: past the timeout, but touched every 0.6 s
         time.sleep(0.6)
         assert d.touch()
-        q._sweep()
+        q._roles.sweep()
     assert [f.id for f in q.in_flight()] == [d.id] and q.qsize() == 0
     time.sleep(1.2)  # untouched: the sweep requeues it
-    q._sweep()
+    q._roles.sweep()
     again = q.receive(timeout=5)
     assert (again.item, again.deliveries) == ("slow", 2)
     assert not d.touch()  # that delivery is over

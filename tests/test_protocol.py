@@ -322,8 +322,8 @@ def test_an_item_put_for_a_waiter_that_never_read_stays_queued_for_its_next_get(
     q = make_queue("inbox", serializer="bytes", client_id="consumer-1")
     k = q.keys
     # register as the waiter the way a blocking get does, then vanish before the BLMOVE
-    me = q._consumer_id()
-    assert register_waiter(q, me, q._consumer_record(), 10000) == -6
+    me = q._consumer.id()
+    assert register_waiter(q, me, q._consumer.record(), 10000) == -6
     make_queue("inbox", serializer="bytes").put(b"put meanwhile")
     assert r.lrange(k.inbox(me), 0, -1) == [b"s:"] and q.qsize() == 1
     assert q.get_nowait() == b"put meanwhile"

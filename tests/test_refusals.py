@@ -22,6 +22,7 @@ import redis
 
 import pressure
 from pressure.connection import ConnectionConfig
+from pressure._internal import attach, internal
 from pressure.testing import RedisServer, ServerUnavailable
 from pressure.testing._server import _free_port
 
@@ -74,7 +75,7 @@ def test_missing_or_wrong_password_is_an_authentication_error(auth_server: Redis
         with pytest.raises(pressure.AuthenticationError) as info:
             pressure.Queue("auth", url=url, prefix=prefix)  # create-or-attach is refused
         _refused(info.value, (PASSWORD, WRONG))
-        q = pressure.Queue._from_config("auth", ConnectionConfig.from_url(url), prefix=prefix, create=False)
+        q = attach(pressure.Queue, "auth", ConnectionConfig.from_url(url), prefix=prefix, create=False)
         for op in (lambda: q.put("x"), q.get_nowait, lambda: q.get(timeout=1), q.qsize, q.task_done,
                    q.close):
             with pytest.raises(pressure.AuthenticationError) as info:
@@ -100,7 +101,7 @@ def test_acl_refusal_is_permission_denied(auth_server: RedisServer, prefix: str)
                                                prefix=prefix)
     good.put("kept")
     before = _dump_all(r, prefix)
-    q = pressure.Queue._from_config(
+    q = attach(pressure.Queue,
         "acl", ConnectionConfig.from_url(f"redis://no-evalsha:{PASSWORD}@127.0.0.1:{port}/0"),
         prefix=prefix, create=False)
     for op in (lambda: q.put("x"), q.get_nowait, q.qsize):
@@ -291,7 +292,7 @@ def test_busy_server_is_waited_for(busy_server: RedisServer, prefix: str) -> Non
     # a pipeline refused whole is sent again whole, in order
     with _BusyScript(busy_server) as busy:
         threading.Timer(0.3, busy.kill).start()
-        replies = q._backend.pipeline([q._put_call("c"), q._put_call("d")])
+        replies = internal(q).pipeline([internal(q).put_call("c"), internal(q).put_call("d")])
     assert all(isinstance(reply, int) and reply >= 0 for reply in replies), replies
     assert [q.get_nowait(), q.get_nowait()] == ["c", "d"]
     assert_invariants(r, q)

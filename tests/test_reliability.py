@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import pressure
+from pressure._internal import internal
 
 from .helpers import assert_invariants, register_waiter
 
@@ -174,7 +175,7 @@ def test_reliable_item_stays_in_flight_until_task_done(make_queue: Any, r: redis
     q.put("job")
     assert q.get() == "job"
     [flight] = q.in_flight()
-    assert (flight.consumer, flight.deliveries) == (q._consumer_id(), 1) and flight.age < 5
+    assert (flight.consumer, flight.deliveries) == (q._consumer.id(), 1) and flight.age < 5
     assert flight.consumer.startswith(q.client_id + "#")
     assert q.qsize() == 0
     q.task_done()
@@ -211,7 +212,7 @@ def test_visibility_timeout_returns_items_in_their_original_order(make_queue: An
     other = make_queue("vis", reliable=True)
     got = [other.receive(timeout=5) for _ in range(4)]
     assert [(d.item, d.deliveries) for d in got] == [(0, 2), (1, 2), (2, 2), ("tail", 1)]
-    assert {f.consumer for f in other.in_flight()} == {other._consumer_id()}  # nothing left with "slow"
+    assert {f.consumer for f in other.in_flight()} == {other._consumer.id()}  # nothing left with "slow"
     assert_invariants(r, q)
 
 
@@ -363,18 +364,18 @@ def test_settling_every_delivery_at_once(make_queue: Any, r: redis.Redis) -> Non
     all, or give them all back, each in one step, however many."""
     q = make_queue("q", 10, reliable=True, visibility_timeout=60)
     q.put_many(range(10))
-    got = q._receive_more(6)
+    got = internal(q).receive_many(6)
     cid = got[0].consumer
     time.sleep(0.3)
     before = min(f.age for f in q.in_flight())
     assert before >= 0.25
-    assert q._touch_all(cid) == 6
+    assert internal(q).touch_all(cid) == 6
     assert max(f.age for f in q.in_flight()) < before  # every one stamped anew
     assert [f.id for f in q.in_flight()] == [d.id for d in got][::-1]  # order kept
     assert q._settle_all(cid, ack=False) == 6  # back to the head, in order
     assert q.peek(10) == list(range(10))
     assert q.in_flight() == []
-    assert [d.item for d in q._receive_more(4)] == [0, 1, 2, 3]
+    assert [d.item for d in internal(q).receive_many(4)] == [0, 1, 2, 3]
     assert q._settle_all(cid, ack=True) == 4
     assert q.in_flight() == [] and q.peek(10) == list(range(4, 10))
     st = q.statistics()

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .._internal import attach, internal
 from ..errors import Empty, PressureError, QueueDoesNotExist, SerializationError, ShutDown
 from ..ordered import queue_class
 from ..queue import Queue
@@ -54,8 +55,8 @@ class WriteError(PressureError):
 
 def open_queue(opts: SourceOptions, *, reliable: bool, serializer: str) -> Queue[Any]:
     """A handle on the queue of ``opts`` (which must exist), built where it is used."""
-    return queue_class(opts.kind)._from_config(
-        opts.name, opts.config, prefix=opts.prefix, serializer=serializer, create=False,
+    return attach(
+        queue_class(opts.kind), opts.name, opts.config, prefix=opts.prefix, serializer=serializer, create=False,
         reliable=reliable, visibility_timeout=opts.visibility_timeout)
 
 
@@ -74,7 +75,7 @@ def create_queue(opts: SourceOptions) -> None:
     """On the driver: create the queue (bound ``maxsize``) or check the stored bound."""
     q = open_queue(opts, reliable=False, serializer="bytes")
     try:
-        q._create(opts.maxsize)
+        internal(q).create(opts.maxsize)
     finally:
         q.disconnect()
 
@@ -97,7 +98,8 @@ class BatchReader(DataSourceReader):
         opts = self._opts
         q = open_queue(opts, reliable=True, serializer="bytes")
         decode = Decoder(self._schema, opts.serializer)
-        cid = q._consumer_id()
+        link = internal(q)
+        cid = link.consumer_id()
         touch_every = max(opts.visibility_timeout / 3, 0.1)
         last_touch = time.monotonic()
         busy_since: float | None = None
@@ -106,7 +108,7 @@ class BatchReader(DataSourceReader):
         try:
             while cap is None or taken < cap:
                 want = opts.batch_size if cap is None else min(opts.batch_size, cap - taken)
-                got = q._receive_more(want)
+                got = link.receive_many(want, track=False)  # all settled at once at the end
                 if not got and taken == 0 and opts.timeout:
                     try:
                         got = [q.receive(timeout=opts.timeout)]
@@ -124,8 +126,7 @@ class BatchReader(DataSourceReader):
                     time.sleep(0.01)
                     continue
                 busy_since = None
-                q._unacked.clear()  # settled all at once at the end: hold no Delivery meanwhile
-                producer = q._read(q.keys.producer) if decode.wants_producer else None
+                producer = link.read(q.keys.producer) if decode.wants_producer else None
                 for d in got:
                     taken += 1
                     seq = int(d.id)
@@ -135,19 +136,19 @@ class BatchReader(DataSourceReader):
                     except SerializationError as exc:
                         if not opts.dead_letter:
                             raise
-                        q._bury(d)
+                        link.bury(d)
                         logger.warning("queue %r: %s (moved to the dead-letter list)", opts.name, exc)
                         continue
                     yield row
                 if time.monotonic() - last_touch > touch_every:
-                    q._touch_all(cid)
+                    link.touch_all(cid)
                     last_touch = time.monotonic()
-            q._settle_all(cid, ack=True)
+            link.settle_all(cid, ack=True)
             settled = True
         finally:
             if not settled:
                 try:
-                    q._settle_all(cid, ack=False)
+                    link.settle_all(cid, ack=False)
                 except PressureError as exc:  # they are still in flight: requeued later
                     logger.warning("queue %r: could not give back %d items at once: %s",
                                    opts.name, taken, exc)

@@ -1,0 +1,437 @@
+"""One handle's consumer: how a get takes items, waits for them, and stops waiting.
+
+Every get sends get.lua in one of its modes (see its header):
+
+* 'nowait' (``nowait``) and 'block' (``block``): one item; 'block' sends the script and
+  ``BLMOVE <inbox> <inflight> RIGHT LEFT`` in one pipeline. If the queue is empty the
+  script registers this consumer as the waiter (it then holds the consumer role, under a
+  lease it renews every slice) and the BLMOVE waits; the next put.lua hands its item
+  straight to the waiter's inbox. 'woken', sent behind the BLMOVE once a get has waited,
+  takes such an item in the same round trip;
+* 'many' (``many``): up to n items queued now, each a Delivery; 'batch' (``batch``): up
+  to n items as they are stored, under one header, for get_many in the default mode;
+* 'cancel' (``cancel``): stop waiting, give the role back (only if still the waiter) and
+  return what the in-flight list holds that was never received to the inbox. A cancel
+  that fails on a dropped connection is kept and retried before this consumer's next call
+  (``retry_cancels``), so the role is never left held.
+
+An entry stays in this consumer's in-flight list until acknowledged: at once (sent
+without waiting for the reply, ``drop_received``) in the default mode, on ``task_done()``
+or ``Delivery.ack()`` in reliable mode. A reply lost on a dropped connection therefore
+loses nothing: the next get takes the entry back.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
+
+import redis
+
+from . import identity, serializers
+from ._records import (
+    _BUSY,
+    _DELIVERED,
+    _EMPTY,
+    _NO_QUEUE,
+    _UNDRAINED,
+    _WAITING,
+    _batch_header,
+    _parse_entry,
+)
+from ._roles import CONSUMER, MIN_WAIT
+from ._validate import _TIMEOUT_MESSAGE, _timeout_value
+from .connection import pack_command, refused_for_now
+from .errors import BackendError, DeserializationError, Empty, IntegrityError, ProtocolError, ShutDown
+from .reliable import Delivery
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+logger = logging.getLogger("pressure")
+
+T = TypeVar("T")
+
+#: How often a get on a closed, empty queue looks again whether others still hold items
+#: (an acknowledgement wakes nobody; an item given back wakes the waiter at once).
+UNDRAINED_POLL = 0.1
+
+
+def _wait_time(slice_: float, deadline: float) -> float:
+    """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
+    return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
+
+
+class _Consumer(Generic[T]):
+    """The consumer state of one queue handle: its lists in Redis (named by ``id()``, one
+    set per handle and thread), the deliveries it holds unacknowledged, and the cancels it
+    still owes. The queue handle owns one; so do the executor's and Spark's readers, through
+    the handle (see pressure._internal)."""
+
+    def __init__(self, queue: Queue[T]) -> None:
+        # what it borrows from its queue handle
+        self.queue = queue  # its Deliveries point back to it, and its client_id is per thread
+        self.backend = queue._backend
+        self.keys = queue._keys
+        self.name = queue._name
+        self.options = queue._options
+        self.roles = queue._roles
+        self.serializer = queue._serializer
+        self.unwrap = queue._unwrap
+        #: the stored items are the items themselves (bytes on a queue that stores payloads)
+        self.plain = isinstance(self.serializer, serializers.BytesSerializer) and queue._STORES_PAYLOADS
+        self.run = queue._run
+        self.raise_for = queue._raise_for
+        self.missing = queue._missing
+        self.get_command = queue._get_command
+        self.get_many_command = queue._get_many_command
+        self.get_keys = queue._get_keys
+        # its own state
+        #: reliable mode: this handle's deliveries not yet acknowledged, oldest first
+        self.unacked: collections.deque[Delivery[T]] = collections.deque()
+        self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
+        #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
+        self.waited = True
+        self.last_received: dict[str, list[str]] = {}
+        self.record_cache: tuple[int, str] = (-1, "")
+        # this handle's own consumer lists: two handles in one thread never share them
+        self.token = uuid.uuid4().hex[:8]
+        #: consumers whose cancel failed: retried before the next call
+        self.pending_cancel: list[str] = []
+
+    # -- identity ---------------------------------------------------------------------
+
+    def id(self) -> str:
+        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
+        return f"{self.queue.client_id}#{self.token}"
+
+    def slice(self) -> float:
+        """One wait: a third of the lease at most, so a live waiter always renews it in time."""
+        return min(self.backend.slice, self.options.lease_ms / 3000)
+
+    def record(self) -> str:
+        """'host|pid|start|ms|mode' of this process, for :pressure:consumers: the
+        visibility timeout and 'r' in reliable mode, the lease and 'd' otherwise."""
+        pid = os.getpid()
+        if self.record_cache[0] != pid:
+            host, pid, start = identity.process_record()
+            mode = "r" if self.options.reliable else "d"
+            self.record_cache = (pid, f"{host}|{pid}|{start}|{self.options.visibility_ms}|{mode}")
+        return self.record_cache[1]
+
+    # -- one item ---------------------------------------------------------------------
+
+    def receive(self, block: bool, timeout: float | None) -> Delivery[T]:
+        """``receive()``, except that a default-mode delivery stays in Redis (in flight) until
+        ``drop_received``: one the process dies before returning is requeued."""
+        wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            self.refuse_negative_timeout()
+        self.retry_cancels()
+        cid = self.id()
+        self.roles.sweep_if_due()
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            entry = self.block(cid, wait) if block else self.nowait(cid)
+            try:
+                delivery = self.delivery(cid, entry)
+            except IntegrityError as exc:  # never loaded: dead-lettered; wait for the next item
+                logger.warning("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+                self.last_received[cid] = []
+                if deadline is not None:
+                    wait = max(0.0, deadline - time.monotonic())
+                continue
+            # default mode: received is acknowledged (this consumer's next get drops it)
+            self.last_received[cid] = [delivery.id]
+            return delivery
+
+    def refuse_negative_timeout(self) -> NoReturn:
+        """A blocking get with a negative timeout: ValueError as queue.Queue raises it, after
+        the ShutDown it checks first (closed and empty), with one read-only round trip, so
+        no key changes (no consumer record, no wake-up entry, no sweep)."""
+        _, length, _, closed = self.queue._info()
+        if closed and length == 0:
+            raise ShutDown(f"queue {self.name!r} is shut down")
+        raise ValueError(_TIMEOUT_MESSAGE)
+
+    def drop_received(self, cid: str) -> None:
+        """Default mode: the items of this get are in hand, about to be returned: drop what
+        consumer ``cid`` holds in Redis (its in-flight list and held batch), without waiting
+        for the reply. Until then, a consumer that dies has them requeued; from then on they
+        are its own, as a queue.Queue get's are (if the command is lost, the next get drops them)."""
+        command = self.drop_commands.get(cid)
+        if command is None:
+            command = self.drop_commands[cid] = pack_command("DEL", self.keys.inflight(cid),
+                                                             self.keys.held(cid))
+        self.backend.post(command)
+
+    def delivery(self, cid: str, entry: bytes) -> Delivery[T]:
+        """The Delivery of an entry this consumer received."""
+        seq, deliveries, ms, payload = _parse_entry(entry)
+        try:
+            item = serializers.loads(self.serializer, self.unwrap(payload))
+        except DeserializationError:
+            # it will never load with this serializer: to the dead-letter list, not lost
+            self.dead_letter(cid, seq)
+            raise
+        return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue)
+
+    def dead_letter(self, cid: str, seq: str) -> bool:
+        """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item
+        its reader cannot use): a release that counts as the last delivery allowed."""
+        _, dead = self.roles.requeue("release", cid, seq, max_deliveries="1")
+        return bool(dead)
+
+    def _tail(self, cid: str, mode: str, flag: str) -> list[bytes | str | int]:
+        """get.lua's KEYS beyond the queue's and its ARGV, for consumer ``cid`` in ``mode``."""
+        k = self.keys
+        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self.record(),
+                self.options.lease_ms, self.queue.client_id]
+
+    def block(self, cid: str, wait: float | None) -> bytes:
+        """get.lua 'block' (and 'woken'): wait up to ``wait`` seconds (None: forever)."""
+        now = time.monotonic()
+        deadline = math.inf if wait is None else now + max(wait, 0.0)
+        busy_deadline = max(deadline, now + self.backend.slice)
+        inbox, inflight, held = self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid)
+        backend = self.backend
+        command = self.get_command
+        tail = self._tail(cid, "block", "1" if wait is not None and wait < 0 else "0")
+        # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
+        # BLMOVE returns (one round trip); left out while gets find items queued (it would
+        # find nothing to do), at the cost of one more round trip the first time one waits
+        woken = self._tail(cid, "woken", "0")
+        maybe_waiting = True  # we may hold the consumer role as the registered waiter
+        waited, self.waited = self.waited, True
+        try:
+            status, reply, taken = backend.script_then_blmove(
+                command, tail, inbox, inflight, _wait_time(self.slice(), deadline),
+                woken if waited else None)
+            first = True
+            while True:
+                tail[5] = "0"
+                if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
+                    maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
+                    self.waited = not first
+                    return reply  # type: ignore[no-any-return]
+                if isinstance(taken, bytes):  # woken, and 'woken' took the item for us
+                    maybe_waiting = False
+                    return taken
+                if isinstance(status, redis.RedisError):
+                    if refused_for_now(status):  # LOADING, BUSY...: the script did not run, and
+                        self.cancel(cid)  # what the BLMOVE may have moved goes back to our inbox
+                    elif not isinstance(status, redis.exceptions.NoScriptError):
+                        backend.raise_error(status, "script get", True)
+                elif status == _WAITING:
+                    if reply is None:
+                        if time.monotonic() >= deadline:
+                            return self.cancel_wait(cid)
+                        self.roles.sweep()  # a slice ended: requeue what expired meanwhile
+                    # woken by close or delete, or a slice ended: look again (and renew the lease)
+                elif status == _UNDRAINED:
+                    # closed and empty, but items others hold may come back: take back what
+                    # dead ones hold, else wait for the others as on an open, empty queue
+                    maybe_waiting = False
+                    holders = self.roles.recover_holders(cid)
+                    if holders == "drained":
+                        raise ShutDown(f"queue {self.name!r} is shut down")
+                    if holders == "wait":
+                        if time.monotonic() >= deadline:
+                            raise Empty(f"queue {self.name!r} is empty")
+                        tail[5] = "w"
+                else:
+                    maybe_waiting = False
+                    if status == _NO_QUEUE:  # deleted: our own lists are all that is left
+                        backend.call("DEL", backend.client().delete, inbox, inflight, held, mutating=True)
+                    self.raise_for(status)
+                    if status == _BUSY:
+                        now = time.monotonic()
+                        if now >= busy_deadline:
+                            raise Empty(f"queue {self.name!r} is empty")
+                        self.roles.wait_for_role(CONSUMER, busy_deadline - now)
+                    elif status != _DELIVERED:
+                        raise ProtocolError(f"get script returned {status!r}")
+                maybe_waiting = True
+                first = False
+                status, reply, taken = backend.script_then_blmove(
+                    command, tail, inbox, inflight,
+                    _wait_time(UNDRAINED_POLL if tail[5] == "w" else self.slice(), deadline), woken)
+        except BaseException as exc:
+            if maybe_waiting:
+                # an unresponsive or refusing server: do not wait out another socket timeout now
+                timed_out = isinstance(exc, BackendError) and (
+                    isinstance(exc.__cause__, redis.TimeoutError) or refused_for_now(exc.__cause__))
+                self.cancel_after_error(cid, now=not timed_out)
+            raise
+
+    def nowait(self, cid: str) -> bytes:
+        """get.lua 'nowait': an item queued now, else Empty (ShutDown if closed and drained)."""
+        tail = self._tail(cid, "nowait", "0")
+        backend = self.backend
+        busy_deadline = time.monotonic() + backend.slice
+        recovered = False
+        try:
+            while True:
+                result = backend.script(self.get_command, tail)
+                if isinstance(result, bytes):
+                    return result
+                self.raise_for(result)
+                if result == _UNDRAINED and not recovered:
+                    recovered = True  # closed and empty, but others hold items: dead ones' first
+                    holders = self.roles.recover_holders(cid)
+                    if holders == "drained":
+                        raise ShutDown(f"queue {self.name!r} is shut down")
+                    if holders == "recovered":
+                        continue
+                if result in (_EMPTY, _UNDRAINED):
+                    raise Empty(f"queue {self.name!r} is empty")
+                if result != _BUSY:
+                    raise ProtocolError(f"get script returned {result!r}")
+                # another consumer is mid-step while items wait: wait for it like a mutex
+                now = time.monotonic()
+                if now >= busy_deadline:
+                    raise Empty(f"queue {self.name!r}: the consumer role is held by "
+                                f"{self.roles.read(self.keys.consumer)}")
+                self.roles.wait_for_role(CONSUMER, busy_deadline - now)
+        except BackendError:
+            self.pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
+            raise
+
+    # -- many items -------------------------------------------------------------------
+
+    def many(self, n: int) -> list[Delivery[T]]:
+        """Up to ``n`` items (at most 1000) that are queued now, in one round trip (get.lua 'many');
+        [] if there are none (or another consumer holds the role). Never waits. In reliable
+        mode each stays in flight until acknowledged, as after ``receive()``; in the default
+        mode they are acknowledged at once, as there."""
+        cid, result = self.queued("many", n)
+        if not result:
+            return []
+        deliveries = self.deliveries(cid, result)
+        if not self.options.reliable:
+            self.drop_received(cid)  # in hand: acknowledged, as after receive()
+        return deliveries
+
+    def queued(self, mode: str, n: int, keep: bool = False) -> tuple[str, list[bytes]]:
+        """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as
+        (this consumer's id, the reply); the reply is [] if there are none (or another
+        consumer holds the role). Never waits. ``keep`` ('batch'): leave what the in-flight
+        list holds (the first item of the same get_many)."""
+        self.retry_cancels()
+        cid = self.id()
+        self.roles.sweep_if_due()  # as receive() does: a consumer of batches also recovers dead peers
+        tail = [*self._tail(cid, mode, "k" if keep else "0"), n]
+        try:
+            result = self.backend.script(self.get_many_command, tail)
+        except BackendError:
+            self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
+            raise
+        if not isinstance(result, list):
+            if result in (_EMPTY, _BUSY, _UNDRAINED):
+                return cid, []
+            self.raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        return cid, result
+
+    def deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
+        """The Deliveries of entries this consumer received (get.lua 'many'); an item that
+        cannot be deserialized is dead-lettered and left out."""
+        deliveries = []
+        for entry in entries:
+            try:
+                deliveries.append(self.delivery(cid, entry))
+            except DeserializationError as exc:  # dead-lettered; the others are still ours
+                logger.error("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+        self.last_received[cid] = [d.id for d in deliveries]
+        if self.options.reliable:
+            self.unacked.extend(deliveries)
+        return deliveries
+
+    def batch(self, n: int, keep: bool = False) -> list[T]:
+        """Up to ``n`` items (at most 1000) that are queued now, in one round trip, for get_many
+        in the default mode (get.lua 'batch'): the items come as they are stored, with one
+        header, and no Delivery is made. [] if there are none (or another consumer holds the
+        role). Never waits. ``keep``: see ``queued``. What it takes stays in Redis until
+        ``drop_received``."""
+        cid, result = self.queued("batch", n, keep)
+        if not result:
+            return []
+        header = result.pop()
+        if not header.startswith(b"h:"):  # an entry delivered earlier, from our inbox
+            return [d.item for d in self.deliveries(cid, [*result, header])]
+        # received: from now on a cancel leaves the batch alone (our next get drops it)
+        self.last_received[cid] = ["h" + header.split(b":", 2)[1].decode()]
+        if self.plain:
+            return cast("list[T]", result)  # bytes: the stored items are the items
+        loads, unwrap = self.serializer.loads, self.unwrap
+        try:
+            return [loads(unwrap(item)) for item in result]
+        except Exception:
+            return self.load_each(cid, header, result)
+
+    def load_each(self, cid: str, header: bytes, stored: list[bytes]) -> list[T]:
+        """Deserialize a batch's items one by one: one that cannot be is dead-lettered (as
+        ``delivery`` does) and left out; the others are returned."""
+        first, _, _ = _batch_header(header)
+        # releasing an item turns the held batch into in-flight entries: all received
+        self.last_received[cid] = ["h%d" % first, *(str(first + i) for i in range(len(stored)))]
+        items = []
+        for i, item in enumerate(stored):
+            try:
+                items.append(serializers.loads(self.serializer, self.unwrap(item)))
+            except DeserializationError as exc:
+                self.dead_letter(cid, str(first + i))
+                logger.error("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+        return items
+
+    # -- stopping a wait --------------------------------------------------------------
+
+    def cancel(self, cid: str) -> Any:
+        """Stop waiting; entries in our in-flight list never received go back to our inbox."""
+        if self.options.reliable:
+            received = [d.id for d in self.unacked if d.consumer == cid]
+        else:
+            received = self.last_received.get(cid, [])
+        keys = (*self.get_keys, self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid))
+        client_id = cid.rpartition("#")[0]
+        return self.run("get", keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
+                                      client_id, *received))
+
+    def cancel_wait(self, cid: str) -> bytes:
+        """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
+        if self.cancel(cid) == _DELIVERED:
+            return self.nowait(cid)  # served from our inbox first
+        raise Empty(f"queue {self.name!r} is empty")
+
+    def cancel_after_error(self, cid: str, now: bool = True) -> None:
+        """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
+
+        An item delivered meanwhile stays in this client's inbox: its next get returns it.
+        """
+        if now:
+            try:
+                self.cancel(cid)
+                return
+            except BackendError:
+                pass
+        self.pending_cancel.append(cid)
+
+    def retry_cancels(self) -> None:
+        """Send the cancels a failed call left owing (before anything else this consumer does)."""
+        while self.pending_cancel:
+            self.cancel(self.pending_cancel[0])
+            self.pending_cancel.pop(0)
+
+    # -- reliable mode ----------------------------------------------------------------
+
+    def forget(self, delivery: Delivery[T]) -> None:
+        """``delivery`` is settled: no longer this handle's to acknowledge."""
+        try:
+            self.unacked.remove(delivery)
+        except ValueError:
+            pass

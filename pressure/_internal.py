@@ -1,0 +1,155 @@
+"""The interface pressure's own layers use to drive a queue handle beyond its public API.
+
+The executor and its workers (pressure/executor/), the Spark source and its log
+(pressure/spark/) need a few things ``queue.Queue`` has no name for: a handle built from a
+``ConnectionConfig`` (``attach``), deliveries taken many at a time without waiting, puts
+sent as calls of a shared pipeline, every delivery of a consumer touched or settled in one
+step. They use exactly these, through ``internal(queue)``, and never the handle's private
+attributes, so that the queue's internals can change behind this one surface::
+
+    from pressure._internal import attach, internal
+
+    tasks = attach(Queue, name, config, prefix=prefix, reliable=True)
+    link = internal(tasks)
+    for delivery in link.receive_many(10):
+        ...
+    link.settle_all(link.consumer_id(), ack=True)
+
+Nothing here is public API: it may change in any release, with its users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, NoReturn, TypeVar
+
+import redis
+
+from . import serializers
+from ._validate import Options
+from .connection import Backend, ConnectionConfig, PackedScript
+from .queue import Queue
+from .reliable import Delivery
+
+__all__ = ["Internal", "attach", "internal"]
+
+T = TypeVar("T")
+Q = TypeVar("Q", bound=Queue[Any])
+
+#: A call for ``Internal.pipeline``: a packed script and the keys and arguments after its fixed ones.
+Call = tuple[PackedScript, Sequence[bytes | str | int]]
+
+
+def attach(cls: type[Q], name: str, config: ConnectionConfig, *, prefix: str,
+           serializer: str | serializers.Serializer = "pickle", create: bool = True,
+           reliable: bool = False, visibility_timeout: float = 30.0,
+           max_deliveries: int | None = 10, backend: Backend | None = None) -> Q:
+    """A handle of class ``cls`` from a ``ConnectionConfig`` (what a handle pickles as), for
+    pressure's own processes (executor workers, Spark tasks). ``create=False`` attaches only:
+    a queue that does not exist is never made, and using the handle raises QueueDoesNotExist.
+    Handles given one ``backend`` share its connections, so their calls can share a pipeline."""
+    q = cls.__new__(cls)
+    options = Options.of(reliable, visibility_timeout, 10.0, max_deliveries)
+    q._setup(name, prefix, serializer, None, backend or Backend(config), options)
+    if create:
+        q._create(None)
+    return q
+
+
+def internal(queue: Queue[T]) -> Internal[T]:
+    """The internal interface of ``queue`` (one per handle)."""
+    link: Internal[T] | None = queue.__dict__.get("_internal")
+    if link is None:
+        link = queue.__dict__["_internal"] = Internal(queue)
+    return link
+
+
+class Internal(Generic[T]):
+    """What pressure's executor, workers and Spark source do with a queue handle beyond its
+    public API. Get one with ``internal(queue)``."""
+
+    def __init__(self, queue: Queue[T]) -> None:
+        self._queue = queue
+
+    # -- creating ---------------------------------------------------------------------
+
+    def create(self, maxsize: int | None) -> None:
+        """Create the queue with bound ``maxsize``, or check the stored bound (QueueExistsError)."""
+        self._queue._create(maxsize)
+
+    # -- consuming --------------------------------------------------------------------
+
+    def consumer_id(self) -> str:
+        """This handle's consumer in the calling thread: it names the in-flight list that holds
+        what ``receive_many`` and ``receive`` return."""
+        return self._queue._consumer.id()
+
+    def receive_many(self, n: int, *, track: bool = True) -> list[Delivery[T]]:
+        """Up to ``n`` items (at most 1000) queued now, in one round trip (get.lua 'many'); []
+        if there are none (or another consumer holds the role). Never waits. In reliable mode
+        each stays in flight until settled; ``track=False`` leaves them out of the handle's
+        task_done() line, for a reader that settles them all at once (``settle_all``, or a
+        script of its own). In the default mode they are acknowledged at once."""
+        consumer = self._queue._consumer
+        got = consumer.many(n)
+        if not track:
+            consumer.unacked.clear()
+        return got
+
+    def forget(self, delivery: Delivery[T]) -> None:
+        """``delivery`` was settled by a script of the caller's own (it leaves task_done()'s line)."""
+        self._queue._consumer.forget(delivery)
+
+    def bury(self, delivery: Delivery[T]) -> bool:
+        """Move ``delivery`` straight to the dead-letter list (an item its reader cannot use)."""
+        return self._queue._bury(delivery)
+
+    def touch_all(self, cid: str) -> int:
+        """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""
+        return self._queue._touch(cid, "*")
+
+    def settle_all(self, cid: str, ack: bool) -> int:
+        """Acknowledge (``ack``) or give back every delivery consumer ``cid`` holds, in one step
+        whatever their number. Returns how many were settled."""
+        return self._queue._settle_all(cid, ack)
+
+    def unwrap(self, stored: bytes) -> bytes:
+        """The payload inside an item as the queue stores it."""
+        return self._queue._unwrap(stored)
+
+    # -- producing ----------------------------------------------------------------------
+
+    def put_call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
+        """A non-blocking put of ``item``, as a call for ``pipeline`` (its reply is put.lua's:
+        the new length, or a negative status: -1 full and -2 busy, for ``put`` to do the
+        patient way; -3 closed, -4 gone). SerializationError and ItemTooLarge are raised here."""
+        return self._queue._producer.call(item)
+
+    # -- the connection -------------------------------------------------------------------
+
+    def pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        """Send ``calls`` (of handles sharing this one's backend) in one round trip; their
+        replies, an error as a ``redis.RedisError`` in its place (see ``raise_error``)."""
+        return self._queue._backend.pipeline(calls)
+
+    def raise_error(self, error: redis.RedisError, what: str) -> NoReturn:
+        """Raise a pipeline reply's error as the PressureError it means."""
+        self._queue._backend.raise_error(error, what, True)
+
+    def run(self, script: str, keys: Sequence[str], args: Sequence[Any], *, mutating: bool = True) -> Any:
+        """Run script ``script`` (pressure/lua/<script>.lua, the variant for this kind of queue)."""
+        return self._queue._run(script, list(keys), list(args), mutating=mutating)
+
+    def call(self, what: str, command: str, *args: Any, mutating: bool = False, **kwargs: Any) -> Any:
+        """A redis-py client command (``command`` names its method), with the handle's error
+        handling and retries (``mutating``: see ``Backend.call``)."""
+        backend = self._queue._backend
+        return backend.call(what, getattr(backend.client(), command), *args, mutating=mutating, **kwargs)
+
+    def client(self) -> redis.Redis:
+        """The handle's redis-py client (for commands pipelined on the caller's side)."""
+        return self._queue._backend.client()
+
+    def read(self, key: str) -> str | None:
+        """A string key, decoded (a role holder's identifier)."""
+        return self._queue._roles.read(key)

@@ -1,0 +1,135 @@
+"""One handle's producer: put.lua, many items a round trip, waiting for room or for the role.
+
+A put is one put.lua call: the item goes in if there is room (or straight to the waiting
+consumer's inbox), else the script answers Full (-1) or Busy (-2, the producer role is
+held by another client). A producer waiting for room pops ``:not_full`` as a wake-up and
+re-runs put.lua, which decides from the length and the bound read there and then (so a
+lost wake-up costs one slice, never the queue); one waiting for the role waits for the
+token (``_Roles.wait_for_role``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from . import serializers
+from ._records import _BUSY, _FULL
+from ._roles import MIN_WAIT, PRODUCER
+from .connection import SMALLEST_BULK_LIMIT, PackedScript
+from .errors import Full, ProtocolError
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+T = TypeVar("T")
+
+#: The most items put_many sends in one round trip (one script call).
+BATCH = 1000
+
+
+class _Producer(Generic[T]):
+    """The producer side of one queue handle."""
+
+    def __init__(self, queue: Queue[T]) -> None:
+        # what it borrows from its queue handle
+        self.queue = queue  # its client_id is per thread
+        self.backend = queue._backend
+        self.keys = queue._keys
+        self.name = queue._name
+        self.serializer = queue._serializer
+        self.order_key = queue._order_key
+        self.roles = queue._roles
+        self.raise_for = queue._raise_for
+        self.command = queue._put_command
+        #: bytes travel untouched
+        self.bytes = isinstance(self.serializer, serializers.BytesSerializer)
+
+    def payload(self, item: T) -> bytes:
+        """``item`` serialized (SerializationError if it cannot be; ItemTooLarge if too large)."""
+        payload = serializers.dumps(self.serializer, item)
+        if len(payload) >= SMALLEST_BULK_LIMIT:
+            self.backend.check_sizes([payload])
+        return payload
+
+    def args(self, payload: bytes, order: bytes, negative: bool = False,
+             took: str = "0") -> list[bytes | str]:
+        """put.lua's ARGV[1..6] for one item."""
+        return [self.queue.client_id, payload, "1" if negative else "0", took,
+                self.keys.inbox_prefix, order]
+
+    def call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
+        """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
+        put.lua's: the new length, or a negative status to pass to ``put`` itself)."""
+        return self.command, self.args(self.payload(item), self.order_key(item))
+
+    def dumps_all(self, items: list[T] | tuple[T, ...]) -> list[bytes]:
+        """Every item serialized, in a new list; SerializationError for the first that cannot be."""
+        if self.bytes and all(type(item) is bytes for item in items):
+            return list(items)  # type: ignore[arg-type]  # bytes travel untouched
+        dumps = self.serializer.dumps
+        try:
+            payloads = [dumps(item) for item in items]
+            if all(type(payload) is bytes for payload in payloads):
+                return payloads
+        except Exception:  # noqa: BLE001 - the slow path below raises it as SerializationError
+            pass
+        return [serializers.dumps(self.serializer, item) for item in items]
+
+    def put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
+                    block: bool, wait: float | None, result: Any) -> None:
+        """Put ``payloads`` with their order keys ``orders`` (None where the kind has none),
+        removing each from the lists as it goes in: up to BATCH per round trip, waiting for
+        room or for the producer role as ``block``/``wait`` allow. ``result`` is put.lua's
+        answer to a first try, if made."""
+        backend = self.backend
+        took = "0"
+        deadline = busy_deadline = math.inf
+        now = time.monotonic()
+        if not block:
+            deadline = now
+        elif wait is not None:
+            deadline = now + max(wait, 0.0)
+        # a role held by another client is waited for like a mutex, even by put_nowait
+        busy_deadline = max(deadline, now + backend.slice)
+        client = None
+        while True:
+            if result is None:
+                count = backend.batch_count(payloads, BATCH)
+                args = self.args(payloads[0], orders[0] if orders else b"", negative, took)
+                # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
+                more = payloads[1:count] if orders is None else [
+                    arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
+                result = backend.script(self.command, args, items=more)
+            if isinstance(result, list):
+                result, went = result
+            else:
+                went = 1 if result >= 0 else 0
+            del payloads[:went]
+            if orders is not None:
+                del orders[:went]
+            if not payloads:
+                return
+            if went:
+                result, took = None, "0"
+                continue
+            self.raise_for(result)
+            now = time.monotonic()
+            if result == _FULL:
+                if now >= deadline:
+                    raise Full(f"queue {self.name!r} is full")
+                client = client or backend.client()
+                took = "1" if backend.call(
+                    "BRPOP :not_full", client.brpop, [self.keys.not_full],
+                    timeout=max(min(backend.slice, deadline - now), MIN_WAIT),
+                ) else "0"  # a lost reply costs a wake-up, never an item or a token: not "mutating"
+            elif result == _BUSY:
+                if now >= busy_deadline:
+                    holder = self.roles.read(self.keys.producer)
+                    raise Full(f"queue {self.name!r}: the producer role is held by {holder}")
+                self.roles.wait_for_role(PRODUCER, busy_deadline - now)
+                took = "0"
+            else:
+                raise ProtocolError(f"put script returned {result!r}")
+            result = None

@@ -1,0 +1,106 @@
+"""What the server hands back, as Python values: script result codes, delivery entries and
+batch headers parsed, and the records that inspection returns (statistics, in-flight items,
+dead letters, repair reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["QueueStatistics", "InFlight", "DeadLetter", "RepairReport"]
+
+# script results (see the headers in pressure/lua/)
+_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
+#: closed and empty, but another consumer holds items that may come back (get.lua)
+_UNDRAINED = -8
+
+
+def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:
+    """Split a delivery entry '<seq>:<deliveries>:<ms>:<payload>'."""
+    seq, deliveries, ms, payload = entry.split(b":", 3)
+    return seq.decode(), int(deliveries), int(ms), payload
+
+
+def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
+    """Split a batch header 'h:<first seq>:<ms>:<deliveries>' (get.lua 'batch'): the first
+    delivery number, the delivery time, and each item's delivery count (None: all first)."""
+    _, first, ms, counts = header.split(b":", 3)
+    return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
+
+
+def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
+    """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
+    first, ms, counts = _batch_header(header)
+    return [(str(first + i), counts[i] if counts else 1, ms, item) for i, item in enumerate(items)]
+
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An item delivered and not yet acknowledged."""
+
+    #: The consumer holding it.
+    consumer: str
+    #: The delivery number.
+    id: str
+    #: How many times it has been delivered.
+    deliveries: int
+    #: Seconds since this delivery.
+    age: float
+    #: The raw payload.
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An item moved to the dead-letter list after too many deliveries."""
+
+    #: The delivery number of its last delivery.
+    id: str
+    #: How many times it was delivered.
+    deliveries: int
+    #: Seconds since its last delivery.
+    age: float
+    #: The raw payload.
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What ``repair()`` changed."""
+
+    #: Keys reset to the protocol invariants, with what they held before.
+    reset: dict[str, str]
+    #: Consumers found dead whose deliveries went back to the queue.
+    recovered: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatistics:
+    """A snapshot of a queue's counters, read atomically in one round trip."""
+
+    name: str
+    #: Items in the queue now.
+    size: int
+    #: The bound (0 = unbounded).
+    maxsize: int
+    #: Whether the queue has been closed (shut down).
+    closed: bool
+    #: Items ever put (``:stats:produced_messages``), by any client.
+    produced_messages: int
+    #: Payload bytes ever put (``:stats:produced_bytes``).
+    produced_bytes: int
+    #: Items ever got (``:stats:consumed_messages``).
+    consumed_messages: int
+    #: Payload bytes ever got (``:stats:consumed_bytes``).
+    consumed_bytes: int
+    #: Items discarded by ``shutdown(immediate=True)``.
+    discarded_messages: int
+    #: Items put and not yet marked done with ``task_done()``.
+    unfinished_tasks: int
+    #: Items in the dead-letter list.
+    dead_letters: int
+    #: Identifier of the client that last took the producer role.
+    producer: str | None
+    #: Identifier of the client that last took the consumer role.
+    consumer: str | None
+

@@ -1,0 +1,105 @@
+"""Argument checks shared by the queue handles: each returns the value as the scripts read it,
+or raises the TypeError/ValueError the stdlib raises for it."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+_TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
+
+
+def _timeout_value(timeout: Any) -> float | None:
+    """Validate a timeout: None waits forever; negative values are returned as given."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, numbers.Real):
+        raise TypeError(f"'timeout' must be a number or None, not {type(timeout).__name__}")
+    value = float(timeout)
+    if math.isnan(value):
+        raise ValueError(_TIMEOUT_MESSAGE)
+    if value == math.inf:
+        return None
+    return value
+
+
+#: The largest bound: 15 digits, exact in the Lua number every script reads it as.
+MAX_BOUND = 10**15 - 1
+
+
+def _maxsize_value(maxsize: Any) -> int:
+    """Validate a maxsize the way queue.Queue reads it: <= 0 means unbounded."""
+    if isinstance(maxsize, bool) or not isinstance(maxsize, numbers.Real):
+        raise TypeError(f"maxsize must be an integer, not {type(maxsize).__name__}")
+    if isinstance(maxsize, numbers.Integral):
+        value = int(maxsize)
+    else:
+        number = float(maxsize)
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(f"maxsize must be an integer, not {maxsize!r}")
+        value = int(number)
+    if value > MAX_BOUND:
+        raise ValueError(f"maxsize must be at most {MAX_BOUND}, not {maxsize!r}")
+    return max(value, 0)
+
+
+def _seconds(name: str, value: Any, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0 or seconds < minimum:
+        least = f" of at least {minimum:g}" if minimum else ""
+        raise ValueError(f"{name} must be a positive, finite number of seconds{least}, not {value!r}")
+    return seconds
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, not {value}")
+    return int(value)
+
+
+def _check_max_deliveries(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"max_deliveries must be an integer or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_deliveries must be at least 1, not {value}")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """A handle's reliability options, validated (what a handle pickles with); the scripts'
+    forms of them are derived here, never stored beside them."""
+
+    reliable: bool = False
+    visibility_timeout: float = 30.0
+    lease: float = 10.0
+    max_deliveries: int | None = 10
+
+    @classmethod
+    def of(cls, reliable: Any, visibility_timeout: Any, lease: Any, max_deliveries: Any) -> Options:
+        """Validate the constructor's arguments."""
+        return cls(bool(reliable), _seconds("visibility_timeout", visibility_timeout),
+                   _seconds("lease", lease, minimum=1.0), _check_max_deliveries(max_deliveries))
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease * 1000)
+
+    @property
+    def visibility_ms(self) -> int:
+        """How long a delivery may stay unacknowledged: the visibility timeout in reliable mode
+        (rounded up: 0 ms would read as "never expires"), else the lease."""
+        return math.ceil(self.visibility_timeout * 1000) if self.reliable else self.lease_ms
+
+    @property
+    def max_deliveries_arg(self) -> str:
+        """max_deliveries as requeue.lua reads it ('0': no limit)."""
+        return str(self.max_deliveries or 0)

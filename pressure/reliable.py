@@ -1,0 +1,244 @@
+"""Reliable mode: a ``Delivery`` stays in its consumer's in-flight list until acknowledged.
+
+``Reliability`` is the half of a queue handle that settles deliveries (acknowledge,
+release, touch, bury; ack.lua, requeue.lua, touch.lua) and inspects and repairs what is
+delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_dead``,
+``repair``): ``pressure.Queue`` inherits it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import redis
+
+from ._records import _NO_QUEUE, DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
+from ._validate import Options, _count
+from .connection import Backend, PackedScript
+from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
+from .keys import QueueKeys
+
+if TYPE_CHECKING:
+    from ._consumer import _Consumer
+    from ._roles import _Roles
+    from .queue import Queue
+
+__all__ = ["Delivery", "Reliability"]
+
+logger = logging.getLogger("pressure")
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Delivery(Generic[T]):
+    """One delivery of an item: acknowledge it, or release it for redelivery.
+
+    ``get()`` hides this object; ``receive()`` returns it, for code that
+    acknowledges out of order. Until acknowledged, the item stays in Redis
+    in this consumer's in-flight list (reliable mode).
+    """
+
+    #: The item.
+    item: T
+    #: The delivery number (unique per queue).
+    id: str
+    #: How many times the item has been delivered, this one included.
+    deliveries: int
+    #: When it was delivered (Unix time, by the server's clock).
+    delivered_at: float
+    #: The identifier of the consumer it was delivered to.
+    consumer: str
+    _queue: Queue[T] = field(repr=False)
+    #: A task_done() for it may have run (its reply was lost): another counts only if not.
+    _unsure: bool = field(default=False, repr=False)
+
+    def ack(self) -> bool:
+        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
+        return self._queue._ack(self, task_done=False)
+
+    def release(self) -> bool:
+        """Give the item back: it returns to the head of the queue (or, past max_deliveries,
+        to the dead-letter list). False if it was already acknowledged or requeued."""
+        return self._queue._release(self)
+
+    def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
+        """This acknowledgement, as a call for ``Backend.pipeline``."""
+        return self._queue._ack_call(self)
+
+    def touch(self) -> bool:
+        """Restart this delivery's visibility timeout (reliable mode): call it while
+        processing takes longer than the timeout, so the item is not redelivered
+        meanwhile. False if it was already acknowledged or requeued."""
+        return bool(self._queue._touch(self.consumer, self.id))
+
+
+
+class Reliability(Generic[T]):
+    """Settling deliveries, and what is delivered and not settled: a base class of Queue."""
+
+    # what it uses of the queue handle (set by Queue._setup)
+    _name: str
+    _keys: QueueKeys
+    _backend: Backend
+    _options: Options
+    _consumer: _Consumer[T]
+    _roles: _Roles
+    _ack_command: PackedScript
+
+    def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
+             *, mutating: bool = True) -> Any:
+        raise NotImplementedError
+
+    def _unwrap(self, item: bytes) -> bytes:
+        raise NotImplementedError
+
+    def _missing(self, forget: bool = True) -> QueueDoesNotExist:
+        raise NotImplementedError
+
+    # -- settling one delivery --------------------------------------------------------
+
+    def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
+        """Acknowledge ``delivery`` (ack.lua). With ``task_done``, count the task exactly once
+        across lost replies: after a reply lost on a broken connection, the acknowledgement
+        is sent again at once in the form that counts the task only if the delivery is still
+        in flight (i.e. the lost one did not run). If that fails too, OutcomeUnknown is raised
+        and the delivery stays first in line, marked: task_done() again is exact."""
+        inflight = self._keys.inflight(delivery.consumer)
+        if not task_done:
+            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"))
+        else:
+            try:
+                acked, unfinished = self._backend.script(
+                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"))
+            except OutcomeUnknown as exc:
+                delivery._unsure = True
+                if isinstance(exc.__cause__, redis.TimeoutError):
+                    raise  # an unresponsive server: do not wait out another socket timeout now
+                try:
+                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"))
+                except BackendError:
+                    raise exc from exc.__cause__  # still unknown: task_done() again will tell
+        self._consumer.forget(delivery)
+        if unfinished == -1:
+            raise ValueError("task_done() called too many times")
+        if unfinished == _NO_QUEUE:
+            raise self._missing()
+        return bool(acked)
+
+    def _ack_call(self, delivery: Delivery[T]) -> tuple[PackedScript, list[bytes | str]]:
+        """The acknowledgement of ``delivery``, as a call for ``Backend.pipeline``."""
+        self._consumer.forget(delivery)
+        return self._ack_command, [self._keys.inflight(delivery.consumer), delivery.id, "0"]
+
+    def _release(self, delivery: Delivery[T]) -> bool:
+        requeued, dead = self._roles.requeue("release", delivery.consumer, delivery.id)
+        self._consumer.forget(delivery)
+        return bool(requeued or dead)
+
+    def _touch(self, cid: str, seq: str) -> int:
+        """Restart the visibility timeout of delivery ``seq`` of consumer ``cid`` ('*': all it
+        holds); how many were touched."""
+        return int(self._run("touch", (self._keys.inflight(cid),), (seq,)))
+
+    def _bury(self, delivery: Delivery[T]) -> bool:
+        """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
+        self._consumer.forget(delivery)
+        return self._consumer.dead_letter(delivery.consumer, delivery.id)
+
+    # -- settling all at once ---------------------------------------------------------
+
+    def _settle_all(self, cid: str, ack: bool) -> int:
+        """Acknowledge (``ack``) or give back every delivery this handle's consumer ``cid``
+        holds, in one step whatever their number: for a reader that takes many items and
+        settles them together (pressure.spark). Returns how many were settled."""
+        self._consumer.unacked.clear()
+        if ack:
+            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"))
+            return int(held)
+        requeued, dead = self._roles.requeue("recover", cid, self._consumer.record())
+        return max(0, int(requeued)) + int(dead)
+
+    # -- inspection and repair --------------------------------------------------------
+
+    def in_flight(self) -> list[InFlight]:
+        """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
+        k = self._keys
+        client = self._backend.client()
+        consumers = self._backend.call("HGETALL", client.hgetall, k.consumers)
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        for consumer in consumers:
+            name = consumer.decode(errors="replace")
+            pipe.lrange(k.inflight(name), 0, -1)
+            pipe.lrange(k.inbox(name), 0, -1)
+            pipe.lrange(k.held(name), 0, -1)
+        replies = self._backend.call("in_flight", pipe.execute)
+        now_s, now_us = replies[0]
+        now = now_s + now_us / 1e6
+        out: list[InFlight] = []
+        for i, consumer in enumerate(consumers):
+            inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
+            entries = [_parse_entry(e) for e in inflight + inbox if not e.startswith(b"s:")]
+            if held:
+                entries += _held_entries(held[0], held[:0:-1])
+            for seq, deliveries, ms, payload in entries:
+                out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
+                                    max(now - ms / 1000, 0.0), self._unwrap(payload)))
+        return out
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter list, oldest first: items delivered ``max_deliveries`` times."""
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        pipe.lrange(self._keys.dead, 0, -1)
+        (now_s, now_us), entries = self._backend.call("dead_letters", pipe.execute)
+        now = now_s + now_us / 1e6
+        out = []
+        for entry in reversed(entries):
+            seq, deliveries, ms, payload = _parse_entry(entry)
+            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
+        return out
+
+    def kick(self, n: int | None = None) -> int:
+        """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
+        queue with a fresh delivery count. Returns how many moved."""
+        k = self._keys
+        count = -1 if n is None else _count("n", n)
+        return int(self._run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
+                                      k.bound, k.not_full), (count,)))
+
+    def purge_dead(self) -> int:
+        """Delete the dead-letter list; return how many items it held."""
+        pipe = self._backend.client().pipeline(transaction=True)
+        pipe.llen(self._keys.dead)
+        pipe.delete(self._keys.dead)
+        return int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
+
+    def repair(self) -> RepairReport:
+        """Reset the queue's role tokens to the protocol invariants, for operators.
+
+        Every role token list is set to exactly one element, ``:not_full``
+        agrees with the length and bound, ``:closed`` has two elements if it
+        has any, and a registered waiter is cleared (a live one registers
+        again). Consumers on this host whose process is gone give back what
+        they held. Items are never lost. Run it when no client should be
+        holding a role: it does not ask.
+        """
+        k = self._keys
+        result = self._run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
+                                      k.not_full, k.closed, k.waiter, k.lease), ())
+        if result == [_NO_QUEUE]:
+            raise self._missing()
+        reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
+        recovered = []
+        records = self._backend.call("HGETALL", self._backend.client().hgetall, k.consumers)
+        for consumer, record in records.items():
+            if self._roles.recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
+                recovered.append(consumer.decode(errors="replace"))
+        if reset or recovered:
+            logger.warning("queue %r repaired: reset %s, recovered %s", self._name, reset, recovered)
+        return RepairReport(reset, recovered)
