@@ -6,7 +6,7 @@ Subcommands:
   multiprocessing.Queue and the protocol's literal command sequence
   (see ``pressure.bench``);
 * ``worker NAME`` - worker processes for the ``pressure.Executor`` named NAME,
-  on this host, until SIGINT or SIGTERM (see ``pressure.worker``).
+  on this host, until SIGINT or SIGTERM (see ``pressure.executor.worker``).
 
 Each subcommand registers its options with ``add_arguments(parser)`` and runs
 from the parsed namespace with ``main(args) -> int``; adding one is one more
@@ -30,7 +30,7 @@ def _bench() -> ModuleType:
 
 
 def _worker() -> ModuleType:
-    from . import worker
+    from .executor import worker
 
     return worker
 

@@ -46,7 +46,7 @@ def test_import_pressure_loads_no_benchmark_test_helper_or_spark() -> None:
         import pressure
         pressure.Queue, pressure.SimpleQueue, pressure.LifoQueue, pressure.PriorityQueue
         pressure.Executor, pressure.ExecutorStatistics, pressure.multiprocessing
-        import pressure.worker
+        import pressure.executor.worker
         print(json.dumps(sorted(sys.modules)))
     """)
     assert out.returncode == 0, out.stderr

@@ -55,13 +55,13 @@ from typing import Any
 
 import redis
 
-from . import identity
-from ._internal import attach, internal
-from .connection import Backend, ConnectionConfig, PackedScript
-from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
-from .keys import ExecutorKeys, resolve_prefix
-from .outage import LOG_FORMAT, Complaint, pause
-from .queue import Delivery, Queue
+from .. import identity
+from .._internal import attach, internal
+from ..connection import Backend, ConnectionConfig, PackedScript
+from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from ..keys import ExecutorKeys, resolve_prefix
+from ..outage import LOG_FORMAT, Complaint, pause
+from ..queue import Delivery, Queue
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 

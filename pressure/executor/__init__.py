@@ -4,7 +4,7 @@ Tasks travel through a reliable pressure queue, ``<name>:tasks`` (bounded by
 ``max_pending`` if given, which makes ``submit`` block: backpressure), to
 workers started by the executor itself (when none is alive anywhere) or
 joined from other hosts with ``python -m pressure worker <name>``; see
-pressure/worker.py for a worker's side. Each executor reads its results from
+pressure/executor/worker.py for a worker's side. Each executor reads its results from
 its own queue, ``<name>:results:<executor id>``, in one background thread
 that completes the futures.
 
@@ -48,14 +48,14 @@ from typing import Any
 
 import redis
 
-from ._internal import attach, internal
-from ._validate import MAX_BOUND, _seconds
-from .connection import Backend, ConnectionConfig, PackedScript
-from .errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
+from .._internal import attach, internal
+from .._validate import MAX_BOUND, _seconds
+from ..connection import Backend, ConnectionConfig, PackedScript
+from ..errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
                      PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
-from .keys import ExecutorKeys, resolve_prefix
-from .outage import Complaint
-from .queue import Queue
+from ..keys import ExecutorKeys, resolve_prefix
+from ..outage import Complaint
+from ..queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]
