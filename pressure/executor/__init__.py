@@ -24,6 +24,23 @@ fails the futures still waiting, with the BackendError. Every task is marked
 in Redis (submit.lua) in the same round trip as its put, just before it: a put
 retried after a lost reply may leave a second copy in the queue, which workers
 recognize by the mark and drop (claim.lua), so it does not run twice.
+
+Data flow (compare concurrent/futures/process.py)::
+
+    submit() -> _Outgoing --> outbox --> sender thread ----------------------+
+      |          (in order, rides out outages)   submit.lua mark + put.lua   |
+      v                                          (one round trip per batch)  v
+    Future <-- collector thread <-- <name>:results:<id> <--+      <name>:tasks (reliable)
+    (_Core._futures)  (get, then get_many)                 |              |
+                                                           |   receive_many / receive
+                                                           |              v
+                                  put.lua reply, then      |   worker process (worker.py)
+                                  settle.lua (one round  --+   claim.lua -> run -> outcome
+                                  trip per batch)              heartbeat: touch_all, alive
+
+A worker process is started by the executor (``WorkerPool``, local) or joins from any
+host (``python -m pressure worker <name>``). Every queue operation of the executor and
+its workers beyond ``queue.Queue``'s API goes through ``pressure._internal``.
 """
 
 from __future__ import annotations
