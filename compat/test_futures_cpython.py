@@ -32,7 +32,7 @@ says so ("Difference:"):
   the caller, fails that future with its own exception (``UnpicklingError``, ``SystemExit``),
   not the executor. Only a ``SystemExit`` raised by unpickling a result in the caller's
   result thread breaks the executor, as in CPython.
-- The remote traceback is ``pressure.worker._RemoteTraceback`` (same ``.tb`` text).
+- The remote traceback is ``pressure.executor.worker._RemoteTraceback`` (same ``.tb`` text).
 - A failing initializer is logged by the worker on logger ``pressure`` at ERROR
   (``concurrent.futures`` at CRITICAL in CPython); ``executor._broken`` is observed through
   ``submit`` raising ``BrokenExecutor``.
@@ -119,7 +119,7 @@ import psutil
 import pytest
 
 import pressure
-from pressure.worker import _RemoteTraceback
+from pressure.executor.worker import _RemoteTraceback
 
 from . import futures_tasks as tasks
 
@@ -374,7 +374,7 @@ class TestProcessPoolExecutor:
 
     def test_traceback(self, executor: pressure.Executor) -> None:
         """The worker's traceback is the ``__cause__`` of the exception re-raised here.
-        Difference: its class is pressure.worker._RemoteTraceback."""
+        Difference: its class is pressure.executor.worker._RemoteTraceback."""
         future = executor.submit(tasks.RaisesWithComment._test_traceback)
         with pytest.raises(Exception) as cm:
             future.result()

@@ -6,61 +6,105 @@ Subcommands:
   multiprocessing.Queue and the protocol's literal command sequence
   (see ``pressure.bench``);
 * ``worker NAME`` - worker processes for the ``pressure.Executor`` named NAME,
-  on this host, until SIGINT or SIGTERM (see ``pressure.worker``).
+  on this host, until SIGINT or SIGTERM (see ``pressure.executor.worker``).
 
-Each subcommand registers its options with ``add_arguments(parser)`` and runs
-from the parsed namespace with ``main(args) -> int``; adding one is one more
-entry in ``SUBCOMMANDS``. Without a subcommand the help is printed.
+Each subcommand is a ``Subcommand``: its one-line help, a function that registers its
+options and one that runs it from the parsed namespace; adding one is one more entry in
+``SUBCOMMANDS``. Only the subcommand named on the command line is loaded (``python -m
+pressure worker`` never imports the benchmark). Without a subcommand the help is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
-from types import ModuleType
+from typing import NamedTuple
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 
 
-def _bench() -> ModuleType:
+class Subcommand(NamedTuple):
+    #: One line for ``python -m pressure --help``.
+    help: str
+    #: Loads what it needs, registers its options on its parser and returns its description.
+    add_arguments: Callable[[argparse.ArgumentParser], str | None]
+    #: Runs it from the parsed namespace; returns the exit status.
+    main: Callable[[argparse.Namespace], int]
+
+
+# -- python -m pressure bench ----------------------------------------------------------------
+
+def _bench_arguments(parser: argparse.ArgumentParser) -> str | None:
     from . import bench
 
-    return bench
+    bench.add_arguments(parser)
+    return bench.__doc__
 
 
-def _worker() -> ModuleType:
-    from . import worker
+def _bench_main(args: argparse.Namespace) -> int:
+    from . import bench
 
-    return worker
+    return bench.main(args)
 
 
-#: name -> (one-line help, loader of the module providing add_arguments and main)
-SUBCOMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
-    "bench": ("measure throughput and latency against raw redis-py and other queues", _bench),
-    "worker": ("run worker processes for a pressure.Executor", _worker),
+# -- python -m pressure worker ---------------------------------------------------------------
+
+def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
+    parser.add_argument("name", help="the executor's name, as in pressure.Executor(name)")
+    parser.add_argument("--url", default=None,
+                        help="Redis URL (default: REDIS_URL, else REDIS_SERVER, REDIS_PORT, REDIS_DB)")
+    parser.add_argument("--prefix", default=None, help="key prefix (default: PRESSURE_PREFIX or __pressure__)")
+    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
+    parser.add_argument("--visibility-timeout", type=float, default=30.0,
+                        help="seconds before the task of a worker gone silent is redelivered (default 30)")
+    parser.add_argument("--prefetch", type=int, default=8,
+                        help="queued short tasks a worker takes at once (default 8; 1 = one at a time)")
+    from .executor import worker
+
+    return worker.__doc__
+
+
+def _worker_main(args: argparse.Namespace) -> int:
+    from .executor.worker import run_workers
+    from .outage import LOG_FORMAT
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
+                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch)
+    return 0
+
+
+#: name -> its Subcommand
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "bench": Subcommand("measure throughput and latency against raw redis-py and other queues",
+                        _bench_arguments, _bench_main),
+    "worker": Subcommand("run worker processes for a pressure.Executor", _worker_arguments, _worker_main),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``python -m pressure`` parser, with one subparser per subcommand."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``python -m pressure`` parser, with one subparser per subcommand; only that of
+    ``command`` (if given) has its options, so only its modules are imported."""
     parser = argparse.ArgumentParser(
         prog="python -m pressure",
         description="pressure: distributed, bounded, blocking FIFO queues on Redis.",
     )
     subparsers = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
-    for name, (help_text, load) in SUBCOMMANDS.items():
-        module = load()
-        sub = subparsers.add_parser(name, help=help_text, description=module.__doc__,
-                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(sub)
-        sub.set_defaults(handler=module.main)
+    for name, sub in SUBCOMMANDS.items():
+        subparser = subparsers.add_parser(name, help=sub.help,
+                                          formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == command:
+            subparser.description = sub.add_arguments(subparser)
+            subparser.set_defaults(handler=sub.main)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the chosen subcommand."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:

@@ -90,7 +90,7 @@ class QueueKeys:
     dead: str
     sweep: str
     kind: str
-    #: the set of groups that keep a log beside the queue (pressure/log.py); a group's
+    #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
     #: log is '<logs>:<group>', with ':tail' and ':committed'
     logs: str
     inbox_prefix: str

@@ -509,8 +509,8 @@ def test_bad_prefix_and_client_id(r: redis.Redis, url: str, prefix: str) -> None
 
 def _handle_makers() -> list[Any]:
     import pressure.multiprocessing as pmp
-    from pressure.log import QueueLog
-    from pressure.worker import WorkerPool
+    from pressure.executor.worker import WorkerPool
+    from pressure.spark.log import QueueLog
 
     return [
         pytest.param(lambda prefix, **kw: pressure.Queue("q", 3, prefix=prefix, **kw), id="Queue"),

@@ -35,7 +35,7 @@ import redis
 
 import pressure
 from pressure.testing import RedisServer
-from pressure.worker import WorkerPool
+from pressure.executor.worker import WorkerPool
 from tests import executor_tasks as tasks
 
 T = TypeVar("T")

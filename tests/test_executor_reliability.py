@@ -35,7 +35,7 @@ import redis
 import pressure
 import pressure.executor
 from pressure.testing import RedisServer
-from pressure.worker import Task, WorkerPool
+from pressure.executor.worker import Task, WorkerPool
 from tests import executor_tasks as tasks
 from tests.test_executor import (  # noqa: F401 - fixtures
     REPO_ROOT,

@@ -1,4 +1,4 @@
-"""QueueLog: the replayable log a streaming reader plans by (pressure/log.py)."""
+"""QueueLog: the replayable log a streaming reader plans by (pressure/spark/log.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import redis
 
 import pressure
 from pressure._internal import internal
-from pressure.log import QueueLog
+from pressure.spark.log import QueueLog
 
 from .helpers import assert_invariants
 
@@ -124,7 +124,7 @@ def test_a_reader_killed_between_get_and_append_loses_nothing(make_queue: Any, u
     child = textwrap.dedent(f"""
         import os, signal
         from pressure._internal import internal
-        from pressure.log import QueueLog
+        from pressure.spark.log import QueueLog
         log = QueueLog("q", "g", url={url!r}, prefix={prefix!r})
         got = internal(log.queue).receive_many(3)
         assert len(got) == 3

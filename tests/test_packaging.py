@@ -46,7 +46,7 @@ def test_import_pressure_loads_no_benchmark_test_helper_or_spark() -> None:
         import pressure
         pressure.Queue, pressure.SimpleQueue, pressure.LifoQueue, pressure.PriorityQueue
         pressure.Executor, pressure.ExecutorStatistics, pressure.multiprocessing
-        import pressure.worker
+        import pressure.executor.worker
         print(json.dumps(sorted(sys.modules)))
     """)
     assert out.returncode == 0, out.stderr
@@ -54,6 +54,20 @@ def test_import_pressure_loads_no_benchmark_test_helper_or_spark() -> None:
     assert "pressure.executor" in modules and "pressure.multiprocessing" in modules  # loaded
     assert [m for m in modules if m.startswith(NOT_AT_RUNTIME)] == []
     assert [m for m in modules if m.split(".")[0] in ("pyspark", "pytest", "fakeredis")] == []
+
+
+def test_the_worker_command_loads_no_benchmark() -> None:
+    """``python -m pressure worker`` loads the worker's modules only, never the benchmark."""
+    out = _python("""
+        import json, sys
+        from pressure.__main__ import build_parser
+        build_parser("worker").parse_args(["worker", "name"])
+        print(json.dumps(sorted(sys.modules)))
+    """)
+    assert out.returncode == 0, out.stderr
+    modules = json.loads(out.stdout)
+    assert "pressure.executor.worker" in modules
+    assert [m for m in modules if m.startswith("pressure.bench")] == []
 
 
 # -- a missing extra ----------------------------------------------------------------------

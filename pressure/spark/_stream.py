@@ -1,6 +1,6 @@
 """Streaming reads: micro-batches planned by offsets in a replayable log.
 
-Offsets are numbers in the log of the query's consumer group (``pressure.log``):
+Offsets are numbers in the log of the query's consumer group (``pressure.spark.log``):
 ``latestOffset`` moves queued items into the log (at most the batch's read
 limit) and returns the log's tail; ``read`` reads a range of the log on the
 executors, as often as Spark asks; ``commit`` drops what Spark is done with.
@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import SerializationError
-from ..log import QueueLog
+from .log import QueueLog
 from ._options import SourceOptions
 from ._rows import Decoder
 

@@ -36,7 +36,6 @@ starts its own local ones.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import logging
@@ -55,13 +54,13 @@ from typing import Any
 
 import redis
 
-from . import identity
-from ._internal import attach, internal
-from .connection import Backend, ConnectionConfig, PackedScript
-from .errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
-from .keys import ExecutorKeys, resolve_prefix
-from .outage import LOG_FORMAT, Complaint, pause
-from .queue import Delivery, Queue
+from .. import identity
+from .._internal import attach, internal
+from ..connection import Backend, ConnectionConfig, PackedScript
+from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from ..keys import ExecutorKeys, resolve_prefix
+from ..outage import LOG_FORMAT, Complaint, pause
+from ..queue import Delivery, Queue
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 
@@ -563,24 +562,3 @@ def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
         pool.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-# -- python -m pressure worker ------------------------------------------------------------
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the executor's name, as in pressure.Executor(name)")
-    parser.add_argument("--url", default=None,
-                        help="Redis URL (default: REDIS_URL, else REDIS_SERVER, REDIS_PORT, REDIS_DB)")
-    parser.add_argument("--prefix", default=None, help="key prefix (default: PRESSURE_PREFIX or __pressure__)")
-    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
-    parser.add_argument("--visibility-timeout", type=float, default=30.0,
-                        help="seconds before the task of a worker gone silent is redelivered (default 30)")
-    parser.add_argument("--prefetch", type=int, default=8,
-                        help="queued short tasks a worker takes at once (default 8; 1 = one at a time)")
-
-
-def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
-                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch)
-    return 0

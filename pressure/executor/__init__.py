@@ -4,7 +4,7 @@ Tasks travel through a reliable pressure queue, ``<name>:tasks`` (bounded by
 ``max_pending`` if given, which makes ``submit`` block: backpressure), to
 workers started by the executor itself (when none is alive anywhere) or
 joined from other hosts with ``python -m pressure worker <name>``; see
-pressure/worker.py for a worker's side. Each executor reads its results from
+pressure/executor/worker.py for a worker's side. Each executor reads its results from
 its own queue, ``<name>:results:<executor id>``, in one background thread
 that completes the futures.
 
@@ -24,6 +24,23 @@ fails the futures still waiting, with the BackendError. Every task is marked
 in Redis (submit.lua) in the same round trip as its put, just before it: a put
 retried after a lost reply may leave a second copy in the queue, which workers
 recognize by the mark and drop (claim.lua), so it does not run twice.
+
+Data flow (compare concurrent/futures/process.py)::
+
+    submit() -> _Outgoing --> outbox --> sender thread ----------------------+
+      |          (in order, rides out outages)   submit.lua mark + put.lua   |
+      v                                          (one round trip per batch)  v
+    Future <-- collector thread <-- <name>:results:<id> <--+      <name>:tasks (reliable)
+    (_Core._futures)  (get, then get_many)                 |              |
+                                                           |   receive_many / receive
+                                                           |              v
+                                  put.lua reply, then      |   worker process (worker.py)
+                                  settle.lua (one round  --+   claim.lua -> run -> outcome
+                                  trip per batch)              heartbeat: touch_all, alive
+
+A worker process is started by the executor (``WorkerPool``, local) or joins from any
+host (``python -m pressure worker <name>``). Every queue operation of the executor and
+its workers beyond ``queue.Queue``'s API goes through ``pressure._internal``.
 """
 
 from __future__ import annotations
@@ -48,14 +65,14 @@ from typing import Any
 
 import redis
 
-from ._internal import attach, internal
-from ._validate import MAX_BOUND, _seconds
-from .connection import Backend, ConnectionConfig, PackedScript
-from .errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
+from .._internal import attach, internal
+from .._validate import MAX_BOUND, _seconds
+from ..connection import Backend, ConnectionConfig, PackedScript
+from ..errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
                      PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
-from .keys import ExecutorKeys, resolve_prefix
-from .outage import Complaint
-from .queue import Queue
+from ..keys import ExecutorKeys, resolve_prefix
+from ..outage import Complaint
+from ..queue import Queue
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]

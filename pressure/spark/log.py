@@ -25,12 +25,12 @@ from typing import Any
 
 import redis
 
-from ._internal import attach, internal
-from .connection import ConnectionConfig
-from .errors import PressureError
-from .keys import KINDS, resolve_prefix
-from .ordered import queue_class
-from .queue import Queue
+from .._internal import attach, internal
+from ..connection import ConnectionConfig
+from ..errors import PressureError
+from ..keys import KINDS, resolve_prefix
+from ..ordered import queue_class
+from ..queue import Queue
 
 __all__ = ["LogEntry", "QueueLog"]
 
