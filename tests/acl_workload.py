@@ -7,7 +7,7 @@ import operator
 from typing import Any
 
 import pressure
-from pressure.log import QueueLog
+from pressure.spark.log import QueueLog
 
 
 def run(url: str, prefix: str) -> None:

@@ -112,7 +112,7 @@ def test_an_executor_name_that_would_share_keys_is_refused(url: str, prefix: str
 def test_a_log_group_that_would_share_another_groups_keys_is_refused(url: str, prefix: str, r: redis.Redis,
                                                                      group: str) -> None:
     """A group's log is '<logs>:<group>', with '<logs>:<group>:tail' and ':committed' beside it."""
-    from pressure.log import QueueLog
+    from pressure.spark.log import QueueLog
 
     q: pressure.Queue[Any] = pressure.Queue("jobs", url=url, prefix=prefix)
     before = {key: r.dump(key) for key in r.keys(f"{prefix}:*")}
