@@ -61,6 +61,9 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
                         help="seconds before the task of a worker gone silent is redelivered (default 30)")
     parser.add_argument("--prefetch", type=int, default=8,
                         help="queued short tasks a worker takes at once (default 8; 1 = one at a time)")
+    parser.add_argument("--authkey-file", default=None, metavar="PATH",
+                        help="a file holding the key the executor signs its tasks with, one key per line, "
+                             "the first signing (default: PRESSURE_AUTHKEY)")
     from .executor import worker
 
     return worker.__doc__
@@ -71,8 +74,19 @@ def _worker_main(args: argparse.Namespace) -> int:
     from .outage import LOG_FORMAT
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    authkey = None
+    if args.authkey_file is not None:
+        try:
+            with open(args.authkey_file, "rb") as f:
+                authkey = [line.strip() for line in f.read().splitlines() if line.strip()]
+        except OSError as exc:
+            print(f"pressure worker: cannot read --authkey-file: {exc}", file=sys.stderr)
+            return 2
+        if not authkey:
+            print(f"pressure worker: --authkey-file {args.authkey_file} holds no key", file=sys.stderr)
+            return 2
     run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
-                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch)
+                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch, authkey=authkey)
     return 0
 
 

@@ -43,14 +43,16 @@ Call = tuple[PackedScript, Sequence[bytes | str | int]]
 def attach(cls: type[Q], name: str, config: ConnectionConfig, *, prefix: str,
            serializer: str | serializers.Serializer = "pickle", create: bool = True,
            reliable: bool = False, visibility_timeout: float = 30.0,
-           max_deliveries: int | None = 10, backend: Backend | None = None) -> Q:
+           max_deliveries: int | None = 10, backend: Backend | None = None,
+           authkey: tuple[bytes, ...] = ()) -> Q:
     """A handle of class ``cls`` from a ``ConnectionConfig`` (what a handle pickles as), for
     pressure's own processes (executor workers, Spark tasks). ``create=False`` attaches only:
     a queue that does not exist is never made, and using the handle raises QueueDoesNotExist.
-    Handles given one ``backend`` share its connections, so their calls can share a pipeline."""
+    Handles given one ``backend`` share its connections, so their calls can share a pipeline.
+    ``authkey``: the keys its payloads are signed and verified with (pressure/signing.py)."""
     q = cls.__new__(cls)
     options = Options.of(reliable, visibility_timeout, 10.0, max_deliveries)
-    q._setup(name, prefix, serializer, None, backend or Backend(config), options)
+    q._setup(name, prefix, serializer, None, backend or Backend(config), options, authkey)
     if create:
         q._create(None)
     return q

@@ -192,6 +192,8 @@ class ExecutorKeys:
     config: str
     #: Why the executor is broken (a worker's initializer failed), if it is.
     broken: str
+    #: The id of the key tasks are signed with (pressure/signing.py key_id, hex), if any.
+    signed: str
     #: Counters: tasks done, failed (raised), retried (delivered again), lost.
     done: str
     failed: str
@@ -209,6 +211,7 @@ class ExecutorKeys:
             workers=f"{ext}:workers",
             config=f"{ext}:config",
             broken=f"{ext}:broken",
+            signed=f"{ext}:signed",
             done=f"{ext}:stats:done",
             failed=f"{ext}:stats:failed",
             retried=f"{ext}:stats:retried",
@@ -217,5 +220,5 @@ class ExecutorKeys:
 
     def all_keys(self) -> tuple[str, ...]:
         """Its own keys (not those of its queues)."""
-        return (self.claims, self.workers, self.config, self.broken, self.done, self.failed,
+        return (self.claims, self.workers, self.config, self.broken, self.signed, self.done, self.failed,
                 self.retried, self.lost)

@@ -73,6 +73,7 @@ from ..errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, 
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
 from ..queue import Queue
+from ..signing import Authkey, Signer, key_id, resolve_authkey
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["Executor", "ExecutorStatistics"]
@@ -214,8 +215,10 @@ class _Core:
         max_pending: int | None,
         visibility_timeout: float,
         local_workers: bool | None,
+        authkey: tuple[bytes, ...] = (),
     ) -> None:
         self._anonymous = name is None
+        self._authkey = authkey
         self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
         self._prefix = resolve_prefix(prefix)
         self._config = config
@@ -229,7 +232,7 @@ class _Core:
         self._local_workers = local_workers
         self._tasks: Queue[Task] = attach(
             Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
-            visibility_timeout=visibility_timeout, max_deliveries=None)
+            visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey)
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
         self._bounded = max_pending is not None and max_pending > 0
@@ -240,7 +243,8 @@ class _Core:
         self._sender: threading.Thread | None = None
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = attach(
-            Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes")
+            Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes",
+            authkey=authkey)
         self._futures: dict[str, _TaskFuture] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -251,9 +255,14 @@ class _Core:
         self._pool: WorkerPool | None = None
         client = self._backend.client()
         client.delete(self._keys.broken)  # a failure of an earlier run is not ours
+        if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
+            client.set(self._keys.signed, key_id(authkey[0]).hex())
         if initializer is not None:
             try:
-                client.set(self._keys.config, pickle.dumps((initializer, initargs)))
+                blob = pickle.dumps((initializer, initargs))
+                if authkey:  # workers elsewhere load it: signed as the tasks are
+                    blob = Signer(authkey, self._keys.config).sign(blob)
+                client.set(self._keys.config, blob)
             except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
                 pass  # local workers get it directly; workers elsewhere cannot
         _cores.add(self)
@@ -367,7 +376,7 @@ class _Core:
                                 processes=self._max_workers,
                                 visibility_timeout=self._visibility_timeout,
                                 initializer=self._initializer, initargs=self._initargs,
-                                mp_context=self._mp_context).start()
+                                mp_context=self._mp_context, authkey=self._authkey).start()
 
     def _send(self) -> None:
         """The sender thread (see _send_all); if it fails, the executor is broken."""
@@ -717,6 +726,7 @@ class Executor(concurrent.futures.Executor):
         max_pending: int | None = None,
         visibility_timeout: float = 30.0,
         local_workers: bool | None = None,
+        authkey: Authkey | None = None,
     ) -> None:
         # every argument is checked before the first round trip: a bad one creates nothing
         if name is not None and not isinstance(name, str):
@@ -743,9 +753,10 @@ class Executor(concurrent.futures.Executor):
                 raise ValueError(f"max_pending must be at most {MAX_BOUND}, not {max_pending!r}")
             max_pending = int(max_pending)
         visibility_timeout = _seconds("visibility_timeout", visibility_timeout)
+        keys = resolve_authkey(authkey)
         config = ConnectionConfig.resolve(url, connection)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
-                           initargs, max_attempts, max_pending, visibility_timeout, local_workers)
+                           initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys)
         weakref.finalize(self, self._core._release)
 
     @property

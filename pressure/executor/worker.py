@@ -49,8 +49,8 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import redis
 
@@ -61,6 +61,7 @@ from ..errors import BackendError, DeserializationError, Empty, PressureError, S
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
+from ..signing import Authkey, Signer, key_id, resolve_authkey
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 
@@ -101,6 +102,8 @@ class WorkerConfig:
     #: at a time); after a task that ran SHORT_TASK or longer it takes one at a time, so
     #: that long tasks spread over all workers.
     prefetch: int = 8
+    #: The keys tasks, replies and the stored initializer are signed with (never shown).
+    authkey: tuple[bytes, ...] = field(default=(), repr=False)
 
 
 class _RemoteTraceback(Exception):
@@ -174,7 +177,8 @@ class _Worker:
         self.backend = Backend(where.config)
         self.tasks: Queue[Task] = attach(
             Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
-            visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend)
+            visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend,
+            authkey=where.authkey)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         # the consumer this (main) thread receives tasks as: its in-flight list holds them
         self.link = internal(self.tasks)
@@ -232,7 +236,7 @@ class _Worker:
         if queue is None:
             queue = self.replies[task.reply_to] = attach(
                 Queue, task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
-                create=False, backend=self.backend)
+                create=False, backend=self.backend, authkey=self.where.authkey)
         return queue
 
     def fetch(self) -> None:
@@ -389,14 +393,21 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
             if stop():
                 return None
             try:
-                stored = client.get(keys.config)
+                stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
                 complaint.succeeded()
+                if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
+                    logger.error("executor %r signs its tasks with a key this worker does not hold: start "
+                                 "workers with --authkey-file or PRESSURE_AUTHKEY (this worker stops)",
+                                 where.name)
+                    return None
                 break
             except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
                 complaint.failed(exc)
                 pause(_POLL, stop)
         try:
             if stored is not None:
+                if where.authkey:  # never unpickled unless the executor signed it
+                    stored = Signer(where.authkey, keys.config).verify(stored)
                 initializer, initargs = pickle.loads(stored)
             if initializer is not None:
                 initializer(*initargs)
@@ -480,7 +491,8 @@ class WorkerPool:
                  processes: int | None = None, visibility_timeout: float = 30.0,
                  initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = (),
                  mp_context: multiprocessing.context.BaseContext | None = None,
-                 config: ConnectionConfig | None = None, prefetch: int = 8) -> None:
+                 config: ConnectionConfig | None = None, prefetch: int = 8,
+                 authkey: Authkey | None = None) -> None:
         if config is None:
             config = ConnectionConfig.resolve(url)
         if processes is None:
@@ -489,7 +501,8 @@ class WorkerPool:
             raise ValueError("processes must be greater than 0")
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
-        self.where = WorkerConfig(name, config, resolve_prefix(prefix), visibility_timeout, prefetch)
+        self.where = WorkerConfig(name, config, resolve_prefix(prefix), visibility_timeout, prefetch,
+                                  resolve_authkey(authkey))
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
         self.context: Any = mp_context or multiprocessing.get_context(
@@ -541,12 +554,12 @@ class WorkerPool:
 
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
                 processes: int | None = None, visibility_timeout: float = 30.0,
-                prefetch: int = 8) -> None:
+                prefetch: int = 8, authkey: Authkey | None = None) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
     redelivered."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
-                      visibility_timeout=visibility_timeout, prefetch=prefetch)
+                      visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
