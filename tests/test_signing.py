@@ -189,8 +189,8 @@ def test_a_signed_queue_stores_signed_payloads_and_an_unsigned_handle_cannot_rea
         url: str, prefix: str, r: redis.Redis) -> None:
     q = _signed_queue(url, prefix, serializer="bytes")
     q.put(b"payload")
-    stored = r.lindex(q.keys.base, 0)
-    assert stored is not None and stored.startswith(MAGIC) and stored.endswith(b"payload")
+    stored: Any = r.lindex(q.keys.base, 0)
+    assert isinstance(stored, bytes) and stored.startswith(MAGIC) and stored.endswith(b"payload")
     plain: pressure.Queue[bytes] = pressure.Queue("signed", url=url, prefix=prefix, serializer="bytes")
     assert plain.get_nowait() == stored  # a handle without the key sees the signed bytes
     q.delete()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -29,7 +30,8 @@ def test_a_signed_executor_never_runs_a_forged_task_or_loads_a_forged_result(
         assert ex.submit(tasks.square, 3).result(timeout=60) == 9
         tasks_key = QueueKeys.build(prefix, ExecutorKeys.build(prefix, "signed-ex").tasks).base
         r.lpush(tasks_key, pickle.dumps(_Boom(marker)))  # what an attacker can do
-        results = [k.removesuffix(b":bound") for k in r.keys(f"{prefix}:signed-ex:results:*:bound")]
+        found: Any = r.keys(f"{prefix}:signed-ex:results:*:bound")
+        results = [bytes(k).removesuffix(b":bound") for k in found]
         assert len(results) == 1, r.keys(f"{prefix}:*")
         r.lpush(results[0], pickle.dumps(_Boom(marker)))
         assert [f.result(timeout=60) for f in [ex.submit(tasks.square, i) for i in range(5)]] == [0, 1, 4, 9, 16]
