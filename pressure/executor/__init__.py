@@ -376,7 +376,7 @@ class _Core:
                                 processes=self._max_workers,
                                 visibility_timeout=self._visibility_timeout,
                                 initializer=self._initializer, initargs=self._initargs,
-                                mp_context=self._mp_context, authkey=self._authkey).start()
+                                mp_context=self._mp_context, authkey=self._authkey or None).start()
 
     def _send(self) -> None:
         """The sender thread (see _send_all); if it fails, the executor is broken."""
