@@ -88,15 +88,21 @@ class SentinelTopology:
     def sentinel(self, **kwargs: Any) -> redis.sentinel.Sentinel:
         """A redis-py ``Sentinel`` of these sentinels (``kwargs``: its connection options)."""
         kwargs.setdefault("socket_timeout", 2.0)
-        return redis.sentinel.Sentinel(self.sentinel_addresses, **kwargs)
+        make: Any = redis.sentinel.Sentinel  # untyped in redis-py
+        sentinel: redis.sentinel.Sentinel = make(self.sentinel_addresses, **kwargs)
+        return sentinel
 
     def master_for(self, **kwargs: Any) -> redis.Redis:
         """A client of the master through the sentinels, as a user would build it."""
-        return self.sentinel().master_for(self.service, **kwargs)
+        sentinel: Any = self.sentinel()
+        client: redis.Redis = sentinel.master_for(self.service, **kwargs)
+        return client
 
     def master_address(self) -> tuple[str, int]:
         """The master the sentinels name now."""
-        return self.sentinel().discover_master(self.service)  # type: ignore[no-any-return]
+        sentinel: Any = self.sentinel()
+        host, port = sentinel.discover_master(self.service)
+        return str(host), int(port)
 
     def master(self) -> RedisServer:
         port = self.master_address()[1]
@@ -141,7 +147,7 @@ class SentinelTopology:
         deadline = time.monotonic() + timeout
         running = [s for s in self.servers if s.process is not None and s.process.poll() is None]
         while True:
-            states = []
+            states: list[Any] = []
             for sentinel in self.sentinels:
                 client = redis.Redis(port=sentinel.port, socket_timeout=2.0)
                 try:
@@ -167,7 +173,8 @@ class SentinelTopology:
         old = self.master()
         client = redis.Redis(port=self.sentinels[0].port, socket_timeout=5.0)
         try:
-            client.execute_command("SENTINEL", "FAILOVER", self.service)
+            command: Any = client.execute_command
+            command("SENTINEL", "FAILOVER", self.service)
         finally:
             client.close()
         return self.wait_new_master(old, timeout)
