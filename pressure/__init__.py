@@ -18,6 +18,8 @@ from .errors import DeserializationError as DeserializationError
 from .errors import Empty as Empty
 from .errors import Full as Full
 from .errors import ItemTooLarge as ItemTooLarge
+from .durability import Durability as Durability
+from .errors import NotReplicated as NotReplicated
 from .errors import OutcomeUnknown as OutcomeUnknown
 from .errors import PermissionDenied as PermissionDenied
 from .errors import PressureError as PressureError
@@ -54,6 +56,8 @@ __all__ = [
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "NotReplicated",
+    "Durability",
     "AuthenticationError",
     "PermissionDenied",
     "Executor",

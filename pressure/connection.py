@@ -36,12 +36,14 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from . import identity
+from .durability import Durability
 from .sentinel import SCHEMES as SENTINEL_SCHEMES
 from .sentinel import SentinelSettings, parse_sentinel_url, settings_of_pool
 from .errors import (
     AuthenticationError,
     BackendError,
     ItemTooLarge,
+    NotReplicated,
     OutcomeUnknown,
     PermissionDenied,
     PressureError,
@@ -656,13 +658,48 @@ class Backend:
         return self._check(reply, what, mutating)
 
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
-               mutating: bool = True, items: Sequence[bytes] = ()) -> Any:
+               mutating: bool = True, items: Sequence[bytes] = (),
+               durability: Durability | None = None) -> Any:
         """Run a packed script on this thread's connection (one round trip), loading it on
-        NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items)."""
+        NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items).
+        With ``durability``, a WAIT goes in the same send: NotReplicated if too few replicas
+        confirmed the script's writes in time."""
         conn = self.thread_connection()
         data = command.pack_items(tail, items) if items else [command.pack(tail)]
         what = f"script {command.name}"
+        if durability is not None:
+            data.append(pack_command("WAIT", durability.replicas, durability.timeout_ms))
+            return self._until_served(
+                what, lambda: self._call_durable(conn, command.name, data, what, durability))
         return self._until_served(what, lambda: self._call_script(conn, command.name, data, what, mutating))
+
+    def _call_durable(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
+                      what: str, durability: Durability) -> Any:
+        """Send a script call and a WAIT behind it; read both (loading the script on NOSCRIPT).
+        The script's error is raised as ``_call_script`` would; then NotReplicated if the WAIT
+        counted fewer replicas than ``durability`` asks."""
+        def once() -> tuple[Any, Any]:
+            self._send(conn, data, what)
+            reply = self._read(conn, what, True)
+            if _dropped_with(reply):  # READONLY through Sentinel: the WAIT's reply went with it
+                return reply, None
+            return reply, self._read(conn, f"WAIT after {what}", True)
+
+        reply, confirmed = once()
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            self._load_on(conn, name)
+            reply, confirmed = once()
+        result = self._check(reply, what, True)
+        if isinstance(confirmed, redis.RedisError):  # e.g. WAIT refused by a proxy
+            raise NotReplicated(f"{what} on {self.config.url} ran, but WAIT failed: {confirmed}",
+                                0, durability.replicas) from confirmed
+        if not isinstance(confirmed, int) or confirmed < durability.replicas:
+            raise NotReplicated(
+                f"{what} on {self.config.url} ran, but {confirmed} replica(s) of the "
+                f"{durability.replicas} asked confirmed it within {durability.timeout:g} s: it is "
+                f"lost if the master fails before a replica has it", int(confirmed or 0),
+                durability.replicas)
+        return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
         """Run several packed scripts in one round trip on this thread's connection, in order.

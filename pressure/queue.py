@@ -66,6 +66,7 @@ from .connection import (
     pack_command,
     refused_for_now,
 )
+from .durability import Durability
 from .errors import (
     BackendError,
     DeserializationError,
@@ -330,6 +331,10 @@ class Queue(Generic[T]):
     children), never by a copy of the handle in another process. An integer
     in place of the name is the maxsize of an anonymous queue, so
     ``queue.Queue(10)`` keeps working after ``import pressure as queue``.
+
+    ``durability=pressure.Durability(replicas=1, timeout=1.0)`` makes each put and
+    acknowledgement wait (WAIT, in the same round trip) until that many replicas have it,
+    and raise ``NotReplicated`` if they do not confirm in time (see pressure.durability).
     """
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
@@ -351,7 +356,10 @@ class Queue(Generic[T]):
         visibility_timeout: float = 30.0,
         lease: float = 10.0,
         max_deliveries: int | None = 10,
+        durability: Durability | None = None,
     ) -> None:
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
         if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
@@ -372,6 +380,7 @@ class Queue(Generic[T]):
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
         options = self._options_of(reliable, visibility_timeout, lease, max_deliveries)
+        options["durability"] = durability
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options)
         self._create(bound)
         if anonymous:
@@ -420,6 +429,8 @@ class Queue(Generic[T]):
     def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
                client_id: str | None, backend: Backend, options: dict[str, Any]) -> None:
         self._options = options
+        #: WAIT for replicas after each put and acknowledgement (pressure.Durability), or None
+        self._durability: Durability | None = options.get("durability")
         self._exit_delete = None
         self._reliable: bool = options["reliable"]
         self._lease_ms = int(options["lease"] * 1000)
@@ -627,7 +638,7 @@ class Queue(Generic[T]):
             self._retry_cancels()
         args: list[bytes | str] = [self.client_id, payload, "1" if negative else "0", "0",
                                    self._keys.inbox_prefix, self._order_key(item)]
-        result = backend.script(self._put_command, args)
+        result = backend.script(self._put_command, args, durability=self._durability)
         if result >= 0:
             return
         self._put_pending([payload], None if self._KIND == "fifo" else [self._order_key(item)],
@@ -701,7 +712,7 @@ class Queue(Generic[T]):
                 # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
                 more = payloads[1:count] if orders is None else [
                     arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-                result = backend.script(self._put_command, args, items=more)
+                result = backend.script(self._put_command, args, items=more, durability=self._durability)
             if isinstance(result, list):
                 result, went = result
             else:
@@ -1160,17 +1171,20 @@ class Queue(Generic[T]):
         and the delivery stays first in line, marked: task_done() again is exact."""
         inflight = self._keys.inflight(delivery.consumer)
         if not task_done:
-            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"))
+            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"),
+                                                     durability=self._durability)
         else:
             try:
                 acked, unfinished = self._backend.script(
-                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"))
+                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"),
+                    durability=self._durability)
             except OutcomeUnknown as exc:
                 delivery._unsure = True
                 if isinstance(exc.__cause__, redis.TimeoutError):
                     raise  # an unresponsive server: do not wait out another socket timeout now
                 try:
-                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"))
+                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"),
+                                                             durability=self._durability)
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
         self._forget(delivery)
@@ -1193,7 +1207,8 @@ class Queue(Generic[T]):
         settles them together (pressure.spark). Returns how many were settled."""
         self._unacked.clear()
         if ack:
-            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"))
+            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"),
+                                           durability=self._durability)
             return int(held)
         requeued, dead = self._run("requeue", self._requeue_keys, (
             "recover", self._keys.inbox_prefix, self._keys.inflight_prefix, self._max_deliveries,
