@@ -694,6 +694,8 @@ class Backend:
             raise NotReplicated(f"{what} on {self.config.url} ran, but WAIT failed: {confirmed}",
                                 0, durability.replicas) from confirmed
         if not isinstance(confirmed, int) or confirmed < durability.replicas:
+            if self.config.sentinel is not None:
+                self._rediscover()  # a master cut off by a failover: the next call asks again
             raise NotReplicated(
                 f"{what} on {self.config.url} ran, but {confirmed} replica(s) of the "
                 f"{durability.replicas} asked confirmed it within {durability.timeout:g} s: it is "
