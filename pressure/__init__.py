@@ -19,6 +19,8 @@ from .errors import Empty as Empty
 from .errors import Full as Full
 from .errors import IntegrityError as IntegrityError
 from .errors import ItemTooLarge as ItemTooLarge
+from .durability import Durability as Durability
+from .errors import NotReplicated as NotReplicated
 from .errors import OutcomeUnknown as OutcomeUnknown
 from .errors import PermissionDenied as PermissionDenied
 from .errors import PressureError as PressureError
@@ -56,6 +58,8 @@ __all__ = [
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "NotReplicated",
+    "Durability",
     "AuthenticationError",
     "PermissionDenied",
     "Executor",

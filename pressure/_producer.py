@@ -43,6 +43,7 @@ class _Producer(Generic[T]):
         self.roles = queue._roles
         self.raise_for = queue._raise_for
         self.command = queue._put_command
+        self.durability = queue._options.durability
         #: bytes travel untouched
         self.bytes = isinstance(self.serializer, serializers.BytesSerializer)
 
@@ -101,7 +102,7 @@ class _Producer(Generic[T]):
                 # put.lua's ARGV[7..]: a FIFO item is its payload, an ordered one payload and order key
                 more = payloads[1:count] if orders is None else [
                     arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-                result = backend.script(self.command, args, items=more)
+                result = backend.script(self.command, args, items=more, durability=self.durability)
             if isinstance(result, list):
                 result, went = result
             else:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .durability import Durability
 
 _TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 
@@ -82,6 +85,8 @@ class Options:
     visibility_timeout: float = 30.0
     lease: float = 10.0
     max_deliveries: int | None = 10
+    #: WAIT for replicas after each put and acknowledgement (pressure.Durability), or None
+    durability: Durability | None = None
 
     @classmethod
     def of(cls, reliable: Any, visibility_timeout: Any, lease: Any, max_deliveries: Any) -> Options:

@@ -31,14 +31,19 @@ from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 import redis
+import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from . import identity
+from .durability import Durability
+from .sentinel import SCHEMES as SENTINEL_SCHEMES
+from .sentinel import SentinelSettings, parse_sentinel_url, settings_of_pool
 from .errors import (
     AuthenticationError,
     BackendError,
     ItemTooLarge,
+    NotReplicated,
     OutcomeUnknown,
     PermissionDenied,
     PressureError,
@@ -208,8 +213,10 @@ def _pending(conn: redis.connection.AbstractConnection) -> bytes | None:
 
 
 def without_password(text: str) -> str:
-    """``text`` with the password of any URL in it masked: ``redis://user:***@host``."""
-    return re.sub(r"(://[^:/@\s]*:)[^/\s]*@", r"\1***@", text)
+    """``text`` with the password of any URL in it masked: ``redis://user:***@host``, and a
+    Sentinel URL's ``sentinel_password=***``."""
+    text = re.sub(r"(://[^:/@\s]*:)[^/\s]*@", r"\1***@", text)
+    return re.sub(r"([?&]sentinel_password=)[^&#\s]*", r"\1***", text)
 
 
 class _ThreadState(threading.local):
@@ -222,14 +229,19 @@ class _ThreadState(threading.local):
 
 @dataclass(frozen=True)
 class ConnectionConfig:
-    """A picklable description of a Redis server: a connection class and its plain kwargs."""
+    """A picklable description of a Redis server: a connection class and its plain kwargs,
+    and for a Sentinel deployment the sentinels that name the master (``sentinel``): then
+    ``kwargs`` are the options of connections to the master, whose address only the
+    sentinels give."""
 
     connection_class: type[redis.connection.AbstractConnection]
     kwargs: tuple[tuple[str, Any], ...] = field(default=())
+    sentinel: SentinelSettings | None = None
 
     def __repr__(self) -> str:  # never the password
         kwargs = tuple((k, "***" if k == "password" and v else v) for k, v in self.kwargs)
-        return f"ConnectionConfig(connection_class={self.connection_class.__name__}, kwargs={kwargs!r})"
+        more = "" if self.sentinel is None else f", sentinel={self.sentinel!r}"
+        return f"ConnectionConfig(connection_class={self.connection_class.__name__}, kwargs={kwargs!r}{more})"
 
     @classmethod
     def resolve(cls, url: str | None = None, connection: redis.Redis | None = None) -> ConnectionConfig:
@@ -249,10 +261,18 @@ class ConnectionConfig:
 
     @classmethod
     def from_url(cls, url: str) -> ConnectionConfig:
-        """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL."""
+        """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Sentinel deployment's
+        ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` (and
+        ``rediss+sentinel://``: see pressure.sentinel.parse_sentinel_url)."""
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
         try:
+            if url.partition("://")[0].lower() in SENTINEL_SCHEMES:
+                settings, kwargs = parse_sentinel_url(url)
+                tls = url.lower().startswith("rediss")
+                connection_class = (redis.sentinel.SentinelManagedSSLConnection if tls
+                                    else redis.sentinel.SentinelManagedConnection)
+                return cls(connection_class, tuple(sorted(kwargs.items())), settings)
             pool = redis.ConnectionPool.from_url(url)
         except ValueError as exc:
             raise ValueError(f"invalid Redis URL {without_password(url)!r}: "
@@ -261,12 +281,16 @@ class ConnectionConfig:
 
     @classmethod
     def from_pool(cls, pool: redis.ConnectionPool) -> ConnectionConfig:
+        """The description of the server ``pool`` connects to; for a Sentinel master's pool,
+        its sentinels (the master's address is theirs to give, never copied)."""
+        settings = settings_of_pool(pool)
+        drop = _DROP if settings is None else _DROP | {"host", "port"}
         kwargs = {
             k: v
             for k, v in pool.connection_kwargs.items()
-            if k not in _DROP and isinstance(v, _PLAIN)
+            if k not in drop and isinstance(v, _PLAIN)
         }
-        return cls(pool.connection_class, tuple(sorted(kwargs.items())))
+        return cls(pool.connection_class, tuple(sorted(kwargs.items())), settings)
 
     @classmethod
     def from_environment(cls, env: os._Environ[str] | dict[str, str] = os.environ) -> ConnectionConfig:
@@ -286,6 +310,9 @@ class ConnectionConfig:
         """A URL naming the server, without the password."""
         kw = dict(self.kwargs)
         db = kw.get("db", 0)
+        if self.sentinel is not None:
+            return self.sentinel.url(issubclass(self.connection_class, redis.SSLConnection),
+                                     kw.get("username"), db)
         if "path" in kw:
             return f"unix://{kw['path']}?db={db}"
         scheme = "rediss" if issubclass(self.connection_class, redis.SSLConnection) else "redis"
@@ -297,6 +324,12 @@ class ConnectionConfig:
         kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
         if kw.get("socket_timeout") is None:
             kw["socket_timeout"] = SOCKET_TIMEOUT
+        if self.sentinel is not None:
+            sentinel: Any = self.sentinel.sentinel(**kw)
+            master: redis.Redis = sentinel.master_for(
+                self.sentinel.service, connection_class=self.connection_class,
+                retry=Retry(NoBackoff(), 0), **kw)
+            return master
         pool = redis.ConnectionPool(
             connection_class=self.connection_class, retry=Retry(NoBackoff(), 0), **kw
         )
@@ -304,7 +337,7 @@ class ConnectionConfig:
 
 
 #: The error codes of replies that refuse a command for now (see refused_for_now).
-_FOR_NOW = ("LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
+_FOR_NOW = ("LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "READONLY ")
 
 
 class _RetryLater(Exception):
@@ -318,11 +351,15 @@ class _RetryLater(Exception):
 def refused_for_now(error: object) -> bool:
     """Whether ``error`` is a reply refusing a command for now: the server is loading its data
     (LOADING), running a long script (BUSY), a replica cut off from its master (MASTERDOWN),
-    a cluster in flux (TRYAGAIN, CLUSTERDOWN) or short of replicas (NOREPLICAS). The command
-    did not run, and may run if sent again."""
+    a cluster in flux (TRYAGAIN, CLUSTERDOWN), short of replicas (NOREPLICAS) or a replica
+    now, e.g. a master demoted by a failover (READONLY: a replica accepts no write, so a
+    script refused so wrote nothing). The command did not run, and may run if sent again
+    (through Sentinel, on the master the sentinels name then)."""
     if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                          redis.exceptions.ClusterDownError)):
+                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError)):
         return True
+    if isinstance(error, redis.ConnectionError) and isinstance(error.__context__, redis.exceptions.ReadOnlyError):
+        return True  # a Sentinel-managed connection's READONLY: it dropped the connection
     if not isinstance(error, redis.ResponseError):
         return False
     text = str(error)
@@ -331,6 +368,13 @@ def refused_for_now(error: object) -> bool:
         text = text.rpartition(prefix)[2]
     return text.startswith(_FOR_NOW)
 
+
+
+def _new_connection(pool: redis.ConnectionPool) -> redis.connection.AbstractConnection:
+    """A new connection made as ``pool`` makes its own (its class, with its options: for a
+    Sentinel pool, a connection that asks the sentinels for the master as it connects), but
+    not counted against the pool's ``max_connections``: it is never handed back to the pool."""
+    return pool.connection_class(**pool.connection_kwargs)  # type: ignore[no-any-return]
 
 
 def _dropped_with(error: object) -> bool:
@@ -400,6 +444,8 @@ class Backend:
             try:
                 return attempt()
             except _RetryLater as later:
+                if self.config.sentinel is not None:
+                    self._rediscover()
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.refused_for
@@ -408,6 +454,17 @@ class Backend:
                                        f"for {self.refused_for:g} s: {later.error}") from later.error
                 time.sleep(min(pause, deadline - now))
                 pause = min(2 * pause, _LAST_PAUSE)
+
+    def _rediscover(self) -> None:
+        """Through Sentinel, a refusal may come from a server that is no master any more: the
+        next command asks the sentinels again, on fresh connections."""
+        conn = self._thread.connection
+        if conn is not None and self._thread.pid == os.getpid():
+            conn.disconnect()
+            self._forget_unread(conn)
+        client = self._client
+        if client is not None and self._pid == os.getpid():
+            client.connection_pool.disconnect(inuse_connections=False)
 
     def _check(self, reply: Any, what: str, mutating: bool) -> Any:
         """A reply, or its error raised as pressure's (_RetryLater if refused for now)."""
@@ -457,8 +514,7 @@ class Backend:
         state = self._thread
         conn = state.connection
         if conn is None or state.pid != os.getpid():
-            pool = self.client().connection_pool
-            conn = pool.connection_class(**pool.connection_kwargs)
+            conn = _new_connection(self.client().connection_pool)
             self._thread_connections.add(conn)
             state.connection, state.pid = conn, os.getpid()
         return conn
@@ -490,6 +546,11 @@ class Backend:
             if connecting:
                 self._forget_unread(conn)  # a new connection: replies not read went with the old one
             try:
+                if connecting:
+                    # connect() as redis-py's own client does: send_packed_command would connect
+                    # to the connection's host and port, skipping what a subclass does there
+                    # (a Sentinel-managed connection asks the sentinels for the master's address)
+                    conn.connect()
                 conn.send_packed_command(data, check_health=False)
                 break
             except (redis.exceptions.AuthenticationError, redis.exceptions.BusyLoadingError) as exc:
@@ -578,7 +639,9 @@ class Backend:
             # an error reply (redis-py raises these, and drops the connection on the last two)
             reply = exc
         except redis.RedisError as exc:
-            self.raise_error(exc, what, mutating)
+            if not refused_for_now(exc):
+                self.raise_error(exc, what, mutating)
+            reply = exc  # a Sentinel-managed connection's READONLY: it did not run
         if isinstance(reply, redis.ResponseError) and str(reply).startswith("Protocol error"):
             conn.disconnect()  # the server closes the connection after it
         return reply
@@ -595,13 +658,50 @@ class Backend:
         return self._check(reply, what, mutating)
 
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
-               mutating: bool = True, items: Sequence[bytes] = ()) -> Any:
+               mutating: bool = True, items: Sequence[bytes] = (),
+               durability: Durability | None = None) -> Any:
         """Run a packed script on this thread's connection (one round trip), loading it on
-        NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items)."""
+        NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items).
+        With ``durability``, a WAIT goes in the same send: NotReplicated if too few replicas
+        confirmed the script's writes in time."""
         conn = self.thread_connection()
         data = command.pack_items(tail, items) if items else [command.pack(tail)]
         what = f"script {command.name}"
+        if durability is not None:
+            data.append(pack_command("WAIT", durability.replicas, durability.timeout_ms))
+            return self._until_served(
+                what, lambda: self._call_durable(conn, command.name, data, what, durability))
         return self._until_served(what, lambda: self._call_script(conn, command.name, data, what, mutating))
+
+    def _call_durable(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
+                      what: str, durability: Durability) -> Any:
+        """Send a script call and a WAIT behind it; read both (loading the script on NOSCRIPT).
+        The script's error is raised as ``_call_script`` would; then NotReplicated if the WAIT
+        counted fewer replicas than ``durability`` asks."""
+        def once() -> tuple[Any, Any]:
+            self._send(conn, data, what)
+            reply = self._read(conn, what, True)
+            if _dropped_with(reply):  # READONLY through Sentinel: the WAIT's reply went with it
+                return reply, None
+            return reply, self._read(conn, f"WAIT after {what}", True)
+
+        reply, confirmed = once()
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            self._load_on(conn, name)
+            reply, confirmed = once()
+        result = self._check(reply, what, True)
+        if isinstance(confirmed, redis.RedisError):  # e.g. WAIT refused by a proxy
+            raise NotReplicated(f"{what} on {self.config.url} ran, but WAIT failed: {confirmed}",
+                                0, durability.replicas) from confirmed
+        if not isinstance(confirmed, int) or confirmed < durability.replicas:
+            if self.config.sentinel is not None:
+                self._rediscover()  # a master cut off by a failover: the next call asks again
+            raise NotReplicated(
+                f"{what} on {self.config.url} ran, but {confirmed} replica(s) of the "
+                f"{durability.replicas} asked confirmed it within {durability.timeout:g} s: it is "
+                f"lost if the master fails before a replica has it", int(confirmed or 0),
+                durability.replicas)
+        return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
         """Run several packed scripts in one round trip on this thread's connection, in order.
@@ -642,7 +742,9 @@ class Backend:
         self._send(conn, [b"".join(command.pack(tail) for command, tail in calls)], what)
         replies: list[Any] = []
         for _ in calls:
-            if replies and _dropped_with(replies[-1]):
+            if replies and refused_for_now(replies[-1]) and _dropped_with(replies[-1]):
+                replies.append(replies[-1])  # READONLY: the calls behind it met the same replica
+            elif replies and _dropped_with(replies[-1]):
                 replies.append(redis.ConnectionError(
                     f"reply lost: the connection was dropped on the error reply before it ({replies[-1]})"))
             else:
@@ -807,3 +909,6 @@ class Backend:
             conn.disconnect()
         if client is not None and client is not self._given:
             client.connection_pool.disconnect()
+            manager = getattr(client.connection_pool, "sentinel_manager", None)
+            for sentinel in getattr(manager, "sentinels", ()):
+                sentinel.close()

@@ -16,6 +16,7 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
     ├── BackendError(PressureError)                   # Redis failed; redis error on __cause__
     │   ├── OutcomeUnknown                            # the command may or may not have run
+    │   │   └── NotReplicated                         # ran, but too few replicas confirmed it
     │   ├── AuthenticationError                       # password missing or refused: nothing ran
     │   └── PermissionDenied                          # the ACL user may not: nothing ran
     └── BrokenExecutor(PressureError, concurrent.futures.BrokenExecutor)
@@ -44,6 +45,7 @@ __all__ = [
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
+    "NotReplicated",
     "AuthenticationError",
     "PermissionDenied",
     "BrokenExecutor",
@@ -132,6 +134,21 @@ class BackendError(PressureError):
 
 class OutcomeUnknown(BackendError):
     """Raised when the connection broke after a command was sent: it may or may not have run."""
+
+
+class NotReplicated(OutcomeUnknown):
+    """Raised with ``durability=`` when a write ran on the master but fewer replicas than asked
+    confirmed it within the timeout (``confirmed`` of ``wanted``): it stays done unless the
+    master fails before a replica has it, when it is lost. So whether it lasts is unknown:
+    doing it again may do it twice."""
+
+    def __init__(self, message: str, confirmed: int = 0, wanted: int = 0) -> None:
+        super().__init__(message, confirmed, wanted)
+        self.confirmed = confirmed
+        self.wanted = wanted
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class AuthenticationError(BackendError):

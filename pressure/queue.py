@@ -51,6 +51,7 @@ only. pressure's own layers (executor, Spark) drive a handle through ``_internal
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing.util
 import numbers
@@ -70,6 +71,7 @@ from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
+from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
 from .signing import Authkey, SignedSerializer, Signer, resolve_authkey
 from .reliable import Delivery, Reliability
@@ -145,7 +147,10 @@ class Queue(Reliability[T]):
         lease: float = 10.0,
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
+        durability: Durability | None = None,
     ) -> None:
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
         if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
             name, maxsize = None, int(name)  # Queue(10), as queue.Queue(maxsize) is called
         anonymous = name is None
@@ -163,7 +168,8 @@ class Queue(Reliability[T]):
             raise ValueError("client_id must be a non-empty string")
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
-        options = Options.of(reliable, visibility_timeout, lease, max_deliveries)
+        options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
+                                      durability=durability)
         keys = resolve_authkey(authkey)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
         self._create(bound)
@@ -378,7 +384,8 @@ class Queue(Reliability[T]):
         negative = block and wait is not None and wait < 0
         self._consumer.retry_cancels()
         result = self._backend.script(self._put_command,
-                                      self._producer.args(payload, self._order_key(item), negative))
+                                      self._producer.args(payload, self._order_key(item), negative),
+                                      durability=self._options.durability)
         if result >= 0:
             return
         self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result)

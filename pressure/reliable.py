@@ -108,17 +108,20 @@ class Reliability(Generic[T]):
         and the delivery stays first in line, marked: task_done() again is exact."""
         inflight = self._keys.inflight(delivery.consumer)
         if not task_done:
-            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"))
+            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"),
+                                                     durability=self._options.durability)
         else:
             try:
                 acked, unfinished = self._backend.script(
-                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"))
+                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"),
+                    durability=self._options.durability)
             except OutcomeUnknown as exc:
                 delivery._unsure = True
                 if isinstance(exc.__cause__, redis.TimeoutError):
                     raise  # an unresponsive server: do not wait out another socket timeout now
                 try:
-                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"))
+                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"),
+                                                             durability=self._options.durability)
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
         self._consumer.forget(delivery)
@@ -156,7 +159,8 @@ class Reliability(Generic[T]):
         settles them together (pressure.spark). Returns how many were settled."""
         self._consumer.unacked.clear()
         if ack:
-            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"))
+            held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"),
+                                           durability=self._options.durability)
             return int(held)
         requeued, dead = self._roles.requeue("recover", cid, self._consumer.record())
         return max(0, int(requeued)) + int(dead)

@@ -5,6 +5,9 @@
   ``find_redis_server`` finds the binary, ``ServerUnavailable`` says why there is none.
   pressure's own tests, demo and benchmark use it; never point a test at a server you did
   not start.
+* ``SentinelTopology`` - a master, a replica and three sentinels (``redis-server --sentinel``)
+  on private ports, with ``failover()``, ``kill_master()`` and ``pause_replication()`` for
+  the failover tests; ``url`` is its ``redis+sentinel://`` URL.
 * ``pressure.testing.pytest_plugin`` - pytest fixtures built on it (``redis_server``,
   ``redis_url``, ``redis_server_factory``); enable them with
   ``pytest_plugins = ["pressure.testing.pytest_plugin"]`` in a ``conftest.py``.
@@ -20,5 +23,6 @@ from __future__ import annotations
 from ._server import RedisServer as RedisServer
 from ._server import ServerUnavailable as ServerUnavailable
 from ._server import find_redis_server as find_redis_server
+from ._sentinel import SentinelTopology as SentinelTopology
 
-__all__ = ["RedisServer", "ServerUnavailable", "find_redis_server"]
+__all__ = ["RedisServer", "SentinelTopology", "ServerUnavailable", "find_redis_server"]

@@ -75,14 +75,7 @@ class RedisServer:
     def start(self, timeout: float = 10.0, *, wait_loaded: bool = True) -> RedisServer:
         """Start the server and wait until it answers: with its data loaded, or (not
         ``wait_loaded``) as soon as it answers at all, even if only ``-LOADING``."""
-        args = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-            "--save", "", "--daemonize", "no", "--logfile", os.path.join(self.dir, "redis.log"),
-            "--protected-mode", "no",
-        ]
-        if self.appendonly:
-            args += ["--appendonly", "yes", "--appendfsync", "always"]
-        args += list(self.extra_args)
+        args = self._command()
         try:
             # its own session: a Ctrl-C meant for the program must not stop the server under it
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -95,6 +88,17 @@ class RedisServer:
         except BaseException:
             self.cleanup()
             raise
+
+    def _command(self) -> list[str]:
+        """The server's command line (a subclass may start something else: a sentinel)."""
+        args = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            "--save", "", "--daemonize", "no", "--logfile", os.path.join(self.dir, "redis.log"),
+            "--protected-mode", "no",
+        ]
+        if self.appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        return args + list(self.extra_args)
 
     def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float,
                     wait_loaded: bool = True) -> RedisServer:
