@@ -342,6 +342,9 @@ class Life:
     #: and inbox held then (read from Redis between SIGSTOP and SIGKILL, and after)
     phase_at_kill: int | None = None
     held_at_kill: list[Any] = field(default_factory=list)
+    #: what its lists held just after the kill (10 ms on): an item gone by then left with the
+    #: DEL the process had posted (the socket's close sends it), never by a requeue
+    held_after_kill: list[Any] = field(default_factory=list)
     status: int | None = None  # exit status, once reaped (not for kills)
     records: list[tuple[str, list[str], float]] = field(default_factory=list)
 
@@ -431,7 +434,8 @@ class Fleet:
         life.killed, life.killed_at = True, time.monotonic()
         if life.state is not None:
             time.sleep(0.01)  # a hand-off the server was serving as it died lands first
-            life.held_at_kill += [i for i in self._held(life) if i not in life.held_at_kill]
+            life.held_after_kill = self._held(life)
+            life.held_at_kill += [i for i in life.held_after_kill if i not in life.held_at_kill]
             self.kills[f"consumer {PHASES.get(life.phase_at_kill or 0, '?')}"] += 1
         self.kills["producer" if slot.startswith("P") else "consumer"] += 1
         self.start(slot)
@@ -580,6 +584,14 @@ def allowed_default_losses(lives: list[Life], may_lose: str) -> dict[Any, str]:
         if life.phase_at_kill == PROCESSING and not processing:
             for item in life.held_at_kill:  # killed between get() returning and its R record
                 allowed[item] = f"received by {life.name}, SIGKILLed before it could record it"
+        if life.phase_at_kill == IN_GET:
+            # get() had the item in hand and had posted its DEL (still in the kernel when the
+            # process was stopped, sent as it died): returning, as the README says it may lose
+            loaded = set(life.items("L"))
+            for item in life.held_at_kill:
+                if item in loaded and item not in life.held_after_kill:
+                    allowed[item] = (f"in hand in {life.name}'s get(), its drop posted (gone from Redis "
+                                     f"as the process died), SIGKILLed before get() returned")
         if may_lose == "held":
             for item in life.held_at_kill:
                 allowed.setdefault(item, f"held by {life.name} when it was SIGKILLed "
