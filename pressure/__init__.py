@@ -29,6 +29,7 @@ from .errors import QueueDoesNotExist as QueueDoesNotExist
 from .errors import QueueExistsError as QueueExistsError
 from .errors import SerializationError as SerializationError
 from .errors import ShutDown as ShutDown
+from .errors import TLSError as TLSError
 from .keys import QueueKeys as QueueKeys
 from .ordered import LifoQueue as LifoQueue
 from .ordered import PriorityQueue as PriorityQueue
@@ -62,6 +63,7 @@ __all__ = [
     "Durability",
     "AuthenticationError",
     "PermissionDenied",
+    "TLSError",
     "Executor",
     "ExecutorStatistics",
     "BrokenExecutor",

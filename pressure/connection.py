@@ -48,6 +48,7 @@ from .errors import (
     PermissionDenied,
     PressureError,
     ProtocolError,
+    TLSError,
 )
 
 __all__ = ["ConnectionConfig", "Backend", "PackedScript", "SCRIPT_NAMES", "refused_for_now"]
@@ -377,6 +378,19 @@ def _new_connection(pool: redis.ConnectionPool) -> redis.connection.AbstractConn
     return pool.connection_class(**pool.connection_kwargs)  # type: ignore[no-any-return]
 
 
+def _tls_hint(text: str) -> str | None:
+    """What a failed TLS handshake's error means, or None if it is not one."""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return ("this client does not trust the server's certificate (is ssl_ca_certs the CA that signed "
+                "it, and does it name the URL's host?)")
+    if "CERTIFICATE_REQUIRED" in text or "EOF occurred in violation of protocol" in text or "UNKNOWN_CA" in text:
+        return ("the server refused this client: it requires a client certificate signed by a CA it trusts "
+                "(ssl_certfile and ssl_keyfile in the URL)")
+    if "SSL" in text or "TLS" in text:
+        return "see the error"
+    return None
+
+
 def _dropped_with(error: object) -> bool:
     """Whether redis-py dropped the connection on reading the error reply ``error`` (it does so
     for the replies it maps to a ConnectionError), losing any replies pipelined after it."""
@@ -570,6 +584,11 @@ class Backend:
         tls = issubclass(self.config.connection_class, redis.SSLConnection)
         if connecting and not tls and ("reset by peer" in text or "closed by server" in text):
             text += " (if that port speaks TLS, use a rediss:// URL)"
+        if connecting and tls:
+            hint = _tls_hint(text)
+            if hint:
+                raise TLSError(f"{what} on {self.config.url} did not run: the TLS handshake failed: {hint}: "
+                               f"{text}") from exc
         raise BackendError(f"{what} on {self.config.url} did not run: could not send it: {text}") from exc
 
     def _unread_on(self, conn: redis.connection.AbstractConnection) -> int:

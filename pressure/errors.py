@@ -18,7 +18,8 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     │   ├── OutcomeUnknown                            # the command may or may not have run
     │   │   └── NotReplicated                         # ran, but too few replicas confirmed it
     │   ├── AuthenticationError                       # password missing or refused: nothing ran
-    │   └── PermissionDenied                          # the ACL user may not: nothing ran
+    │   ├── PermissionDenied                          # the ACL user may not: nothing ran
+    │   └── TLSError                                  # the TLS handshake failed: nothing sent
     └── BrokenExecutor(PressureError, concurrent.futures.BrokenExecutor)
         └── WorkerLost                                # a task's workers died max_attempts times
 
@@ -48,6 +49,7 @@ __all__ = [
     "NotReplicated",
     "AuthenticationError",
     "PermissionDenied",
+    "TLSError",
     "BrokenExecutor",
     "WorkerLost",
 ]
@@ -154,6 +156,12 @@ class NotReplicated(OutcomeUnknown):
 class AuthenticationError(BackendError):
     """Raised when the server refuses the connection's credentials (a missing or wrong password,
     an unknown or disabled user): the command did not run. The password is never shown."""
+
+
+class TLSError(BackendError):
+    """Raised when the TLS handshake fails: the server's certificate is not trusted (a rogue
+    CA, another host's name) or the server refuses this client (no client certificate, or one
+    signed by a CA it does not trust). Nothing was sent; the message says which."""
 
 
 class PermissionDenied(BackendError):
