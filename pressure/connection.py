@@ -322,6 +322,9 @@ class ConnectionConfig:
 
     def new_client(self) -> redis.Redis:
         kw = dict(self.kwargs)
+        if not kw.get("password") and os.environ.get(PASSWORD_ENV):
+            # read here, in each process, never stored: a pickled handle does not carry it
+            kw["password"] = os.environ[PASSWORD_ENV]
         kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
         if kw.get("socket_timeout") is None:
             kw["socket_timeout"] = SOCKET_TIMEOUT
@@ -336,6 +339,10 @@ class ConnectionConfig:
         )
         return redis.Redis(connection_pool=pool)
 
+
+#: The password of a URL (or connection) that names none, read from the environment of each
+#: process that connects: it never travels with a pickled handle, as a URL's password does.
+PASSWORD_ENV = "PRESSURE_REDIS_PASSWORD"
 
 #: The error codes of replies that refuse a command for now (see refused_for_now).
 _FOR_NOW = ("LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "READONLY ")
