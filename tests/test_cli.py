@@ -169,7 +169,13 @@ def test_ls_shows_every_kind_with_its_figures(cli: Run, queues: Callable[..., pr
 def test_stat_shows_statistics_and_rates(cli: Run, queues: Callable[..., pressure.Queue[Any]]) -> None:
     q = queues("jobs", 100)
     q.put_many(["x"] * 3)
-    producing = threading.Thread(target=lambda: [q.put(i) or time.sleep(0.02) for i in range(20)])
+
+    def produce() -> None:
+        for i in range(20):
+            q.put(i)
+            time.sleep(0.02)
+
+    producing = threading.Thread(target=produce)
     producing.start()
     out = cli("stat", "jobs", "--interval", "1", "--json")
     producing.join()
@@ -378,7 +384,9 @@ def test_delete_executor_refuses_while_workers_are_alive(url: str, prefix: str, 
     seconds, micros = r.time()
     r.hset(keys.workers, "host:1:1#x", seconds * 1000 + micros // 1000)
     r.incr(keys.done)
-    pressure.Queue(keys.tasks, url=url, prefix=prefix).put(1)
+    tasks_queue: pressure.Queue[int] = pressure.Queue(keys.tasks, url=url, prefix=prefix)
+    tasks_queue.put(1)
+    tasks_queue.disconnect()
     with pytest.raises(pressure.PressureError, match="alive"):
         delete_executor("busy", url=url, prefix=prefix)
     assert r.exists(keys.workers)
