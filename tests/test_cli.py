@@ -162,7 +162,7 @@ def test_ls_shows_every_kind_with_its_figures(cli: Run, queues: Callable[..., pr
                          ["stack", "lifo", "1", "-", "no", "0", "0", "0"]]
     rows = json.loads(cli("ls", "--json").stdout)
     assert rows[0] == {"name": "jobs", "kind": "fifo", "size": 2, "bound": 10, "closed": False, "consumers": 1,
-                       "in_flight": 1, "dead_letters": 0, "produced": 3, "consumed": 1}
+                       "in_flight": 1, "dead_letters": 0, "redelivered": 0, "produced": 3, "consumed": 1}
     assert [row["name"] for row in rows] == ["jobs", "other:name", "prio", "stack"]
 
 
@@ -393,3 +393,69 @@ def test_delete_executor_refuses_while_workers_are_alive(url: str, prefix: str, 
     assert delete_executor("busy", url=url, prefix=prefix, force=True) == 3  # the task queue, 2 keys
     assert list(r.scan_iter(match=f"{prefix}:busy*")) == []
     assert delete_executor("busy", url=url, prefix=prefix) == 0
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def _samples(text: str) -> dict[str, float]:
+    """``name{labels} value`` lines of Prometheus' text format, by ``name{labels}``."""
+    return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def _key(name: str, **labels: str) -> str:
+    """A sample's ``name{labels}``, as prometheus_client writes it (labels sorted)."""
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def test_metrics_once(cli: Run, prefix: str, queues: Callable[..., pressure.Queue[Any]], r: redis.Redis) -> None:
+    pytest.importorskip("prometheus_client")
+    q = queues("jobs", 8, reliable=True, max_deliveries=2)
+    q.put_many([1, 2, 3, 4])
+    q.receive()  # in flight
+    q.receive().release()  # given back, waiting to be delivered again
+    keys = ExecutorKeys.build(prefix, "crunch")
+    r.set(keys.done, 5)
+    queues(keys.tasks).put(1)
+    out = cli("serve-metrics", "--once")
+    assert out.returncode == 0, out.stderr
+    samples = _samples(out.stdout)
+    assert samples[_key("pressure_up", prefix=prefix)] == 1
+    jobs = {"prefix": prefix, "queue": "jobs", "kind": "fifo"}
+    figures = {"size": 3, "bound": 8, "closed": 0, "produced_total": 4, "consumed_total": 1, "in_flight": 1,
+               "consumers": 1, "dead_letters": 0, "redelivered": 1}
+    assert {f: samples[_key(f"pressure_queue_{f}", **jobs)] for f in figures} == figures
+    crunch = {"prefix": prefix, "executor": "crunch"}
+    assert samples[_key("pressure_executor_tasks", **crunch, state="queued")] == 1
+    assert samples[_key("pressure_executor_tasks", **crunch, state="running")] == 0
+    assert samples[_key("pressure_executor_tasks_finished_total", **crunch, state="done")] == 5
+    assert samples[_key("pressure_executor_workers_alive", **crunch)] == 0
+
+
+def test_metrics_served_over_http(url: str, prefix: str, queues: Callable[..., pressure.Queue[Any]]) -> None:
+    pytest.importorskip("prometheus_client")
+    import urllib.request
+
+    queues("jobs").put(1)
+    with subprocess.Popen([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "serve-metrics",
+                           "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "/metrics" in line, line
+            with urllib.request.urlopen(line.split()[-1], timeout=SOON) as reply:
+                text = reply.read().decode()
+            assert _samples(text)[_key("pressure_queue_size", prefix=prefix, queue="jobs", kind="fifo")] == 1
+            proc.terminate()
+            assert proc.wait(timeout=SOON) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_metrics_say_when_redis_is_down() -> None:
+    pytest.importorskip("prometheus_client")
+    out = _run([sys.executable, "-m", "pressure", "--url", "redis://127.0.0.1:1/0", "--prefix", "x",
+                "serve-metrics", "--once"])
+    assert out.returncode == 0 and _samples(out.stdout) == {'pressure_up{prefix="x"}': 0.0}

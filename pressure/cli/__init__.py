@@ -13,7 +13,9 @@ queue is shut down.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -556,6 +558,48 @@ def executor_delete_command(env: Env, name: str, yes: bool, force: bool) -> None
                       f"worker(s) alive) under {env.where}?", abort=True)
     deleted = delete_executor(name, connection=env.backend.client(), prefix=env.prefix, force=force)
     click.echo(f"executor {name!r} deleted ({deleted} queue(s) and key(s))")
+
+
+# -- metrics ------------------------------------------------------------------------------
+
+@cli.command("serve-metrics")
+@click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True,
+              help="The port to serve on (0: any free one, printed).")
+@click.option("--addr", default="127.0.0.1", show_default=True,
+              help="The address to listen on (0.0.0.0: every interface).")
+@click.option("--once", is_flag=True, help="Print the metrics once, in Prometheus' text format, and exit.")
+@pass_env
+def serve_metrics_command(env: Env, port: int, addr: str, once: bool) -> None:
+    """Serve Prometheus metrics of the queues and executors under the prefix.
+
+    Read from Redis at each scrape, on http://ADDR:PORT/metrics, until Ctrl-C or SIGTERM.
+    Needs the metrics extra: pip install 'pressure-queue[metrics]'.
+    """
+    try:
+        from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+
+        from .metrics import Collector
+    except ModuleNotFoundError as exc:
+        raise Failure(f"serve-metrics needs {exc.name}: pip install 'pressure-queue[metrics]'") from None
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector(env.backend, env.prefix))
+    if once:
+        click.echo(generate_latest(registry).decode(), nl=False)
+        return
+    server, thread = start_http_server(port, addr, registry=registry)
+    bound_port = server.server_address[1]
+    click.echo(f"serving metrics of {env.where} on http://{addr}:{bound_port}/metrics")
+    sys.stdout.flush()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
 
 
 # -- the argparse subcommands (bench, worker): registered by pressure/__main__.py ----------

@@ -46,6 +46,8 @@ class QueueRow:
     consumers: int
     in_flight: int
     dead_letters: int
+    #: items given back after a delivery, waiting to be delivered again (:pressure:redeliveries)
+    redelivered: int
     produced: int
     consumed: int
     #: when it was read (time.monotonic(), for rates)
@@ -152,6 +154,7 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
             pipe.zcard(k.base)
         pipe.exists(k.closed)
         pipe.llen(k.dead)
+        pipe.hlen(k.redeliveries)
         for cid in cids:
             pipe.llen(k.inflight(_text(cid)))
             pipe.lrange(k.inbox(_text(cid)), 0, -1)
@@ -160,7 +163,7 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     now = time.monotonic()
     rows = []
     for ref, cids in zip(refs, consumers):
-        (bound, produced, consumed), size, closed, dead = (next(replies) for _ in range(4))
+        (bound, produced, consumed), size, closed, dead, redelivered = (next(replies) for _ in range(5))
         in_flight = 0
         for _ in cids:
             inflight, inbox, held = next(replies), next(replies), next(replies)
@@ -168,7 +171,7 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
         if bound is None:
             continue  # deleted since it was found
         rows.append(QueueRow(ref.name, ref.kind, size, _int(bound), bool(closed), len(cids), in_flight,
-                             dead, _int(produced), _int(consumed), now))
+                             dead, redelivered, _int(produced), _int(consumed), now))
     return rows
 
 
