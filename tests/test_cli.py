@@ -167,25 +167,31 @@ def test_ls_shows_every_kind_with_its_figures(cli: Run, queues: Callable[..., pr
 
 
 def test_stat_shows_statistics_and_rates(cli: Run, queues: Callable[..., pressure.Queue[Any]]) -> None:
-    q = queues("jobs", 100)
-    q.put_many(["x"] * 3)
+    q = queues("jobs", 0)
 
-    def produce() -> None:
-        for i in range(20):
-            q.put(i)
-            time.sleep(0.02)
+    done = threading.Event()
+
+    def produce() -> None:  # until the command has its two readings (its start may be slow)
+        while not done.wait(0.02):
+            q.put(0)
 
     producing = threading.Thread(target=produce)
     producing.start()
-    out = cli("stat", "jobs", "--interval", "1", "--json")
-    producing.join()
+    try:
+        out = cli("stat", "jobs", "--interval", "1", "--json")
+    finally:
+        done.set()
+        producing.join()
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
-    assert figures["name"] == "jobs" and figures["kind"] == "fifo" and figures["maxsize"] == 100
+    assert figures["name"] == "jobs" and figures["kind"] == "fifo" and figures["maxsize"] == 0
     assert figures["put_per_s"] > 0 and figures["get_per_s"] == 0
+    size = q.qsize()
     out = cli("stat", "jobs", "--interval", "0")
     assert out.returncode == 0, out.stderr
-    assert "23 of 100 (23% full)" in out.stdout and "rates" not in out.stdout
+    assert f"{size} of unbounded" in out.stdout and "rates" not in out.stdout
+    q.maxsize = 2 * size
+    assert f"{size} of {2 * size} (50% full)" in cli("stat", "jobs", "--interval", "0").stdout
     one_line_error(cli("stat", "nope"), "'nope'", "does not exist")
     one_line_error(cli("stat", "jobs:closed"), "would share keys")
 
@@ -212,15 +218,18 @@ def test_watch_refreshes_then_stops(cli: Run, queues: Callable[..., pressure.Que
 
 def test_watch_ends_quietly_on_ctrl_c(url: str, prefix: str, queues: Callable[..., pressure.Queue[Any]]) -> None:
     queues("jobs")
-    proc = subprocess.Popen([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "watch",
-                             "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=SOON)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with subprocess.Popen([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "watch",
+                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            first = proc.stdout.readline()  # it runs
+            assert first.startswith("pressure "), first
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=SOON)
+            stdout, stderr = proc.stdout.read(), proc.stderr.read()  # (communicate would skip what
+        finally:                                                    # readline buffered)
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, stderr
     assert "jobs" in stdout and "Traceback" not in stderr
 

@@ -314,6 +314,7 @@ def watch_command(env: Env, names: tuple[str, ...], interval: float, count: int 
                             ""], lines, left=2) if lines else "no queues")
             frame = f"{title}\n\n{body}\n"
             click.echo(("\x1b[H\x1b[2J" if clear else "") + frame, nl=not clear)
+            sys.stdout.flush()
             shown += 1
             if count is not None and shown >= count:
                 return
@@ -582,7 +583,7 @@ def serve_metrics_command(env: Env, port: int, addr: str, once: bool) -> None:
     except ModuleNotFoundError as exc:
         raise Failure(f"serve-metrics needs {exc.name}: pip install 'pressure-queue[metrics]'") from None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector(env.backend, env.prefix))
+    registry.register(Collector(connection=env.backend.client(), prefix=env.prefix))
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)
         return

@@ -15,29 +15,34 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
   retried, lost) and ``pressure_executor_workers_alive``;
 * ``pressure_up``: 1 if Redis answered this scrape, else 0 (and nothing else is reported).
 
-Use it in a registry of your own with ``registry.register(Collector(backend, prefix))``.
+Use it in a registry of your own: ``registry.register(Collector(url=..., prefix=...))``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector as _Base
 
-from ..connection import Backend
+from ..connection import Backend, ConnectionConfig
 from ..errors import PressureError
+from ..keys import resolve_prefix
 from ._inventory import executor_rows, find_executors, find_queues, queue_rows
 
 __all__ = ["Collector"]
 
 
 class Collector(_Base):
-    """The figures of every queue and executor under ``prefix``, read at each scrape."""
+    """The figures of every queue and executor under ``prefix`` (default: PRESSURE_PREFIX,
+    else ``__pressure__``) on the server of ``url`` or ``connection`` (default: as for a
+    queue), read at each scrape."""
 
-    def __init__(self, backend: Backend, prefix: str) -> None:
-        self._backend = backend
-        self._prefix = prefix
+    def __init__(self, *, url: str | None = None, connection: redis.Redis | None = None,
+                 prefix: str | None = None) -> None:
+        self._backend = Backend(ConnectionConfig.resolve(url, connection), connection)
+        self._prefix = resolve_prefix(prefix)
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("pressure_up", "Whether Redis answered this scrape", labels=["prefix"])
