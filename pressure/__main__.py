@@ -1,6 +1,8 @@
-"""``python -m pressure``: the command line.
+"""``python -m pressure`` and the ``pressure`` console script: the command line.
 
-Subcommands:
+The commands that inspect and operate queues and executors (``ls``, ``stat``, ``watch``...)
+are click commands in ``pressure.cli``; ``main`` adds to them these argparse subcommands,
+handed their arguments unparsed:
 
 * ``bench`` - throughput and latency of pressure.Queue against raw redis-py,
   multiprocessing.Queue and the protocol's literal command sequence
@@ -11,7 +13,7 @@ Subcommands:
 Each subcommand is a ``Subcommand``: its one-line help, a function that registers its
 options and one that runs it from the parsed namespace; adding one is one more entry in
 ``SUBCOMMANDS``. Only the subcommand named on the command line is loaded (``python -m
-pressure worker`` never imports the benchmark). Without a subcommand the help is printed.
+pressure worker`` never imports the benchmark).
 """
 
 from __future__ import annotations
@@ -98,11 +100,15 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 }
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The ``python -m pressure`` parser, with one subparser per subcommand; only that of
-    ``command`` (if given) has its options, so only its modules are imported."""
+#: The options of ``pressure`` itself that each subcommand takes too (passed on to it).
+_FORWARD = {"bench": ("--url",), "worker": ("--url", "--prefix")}
+
+
+def build_parser(command: str | None = None, prog: str = "python -m pressure") -> argparse.ArgumentParser:
+    """The parser of the argparse subcommands, with one subparser per subcommand; only that
+    of ``command`` (if given) has its options, so only its modules are imported."""
     parser = argparse.ArgumentParser(
-        prog="python -m pressure",
+        prog=prog,
         description="pressure: distributed, bounded, blocking FIFO queues on Redis.",
     )
     subparsers = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
@@ -115,16 +121,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``) and run the chosen subcommand."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 0
+def _run_subcommand(argv: list[str], prog: str) -> int:
+    """Parse ``argv`` (a subcommand and its arguments) and run that subcommand."""
+    args = build_parser(argv[0], prog).parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    from .cli import add_passthrough, cli
+
+    for name, sub in SUBCOMMANDS.items():
+        if name not in cli.commands:
+            add_passthrough(name, sub.help, _run_subcommand, _FORWARD.get(name, ()))
+    try:
+        cli.main(args=sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ PUBLIC_NAMESPACES = ["pressure", "pressure.multiprocessing", "pressure.testing",
 NOT_EXPORTS = {"TYPE_CHECKING"}
 #: Modules that run something when imported (``python -m`` entry points).
 RUN_ON_IMPORT = {"pressure.bench.__main__"}
-#: Third-party packages some modules need that the core install lacks (the ``spark`` extra).
-OPTIONAL = ("pyspark", "pyarrow")
+#: Third-party packages some modules need that the core install lacks (the ``spark`` and
+#: ``metrics`` extras).
+OPTIONAL = ("pyspark", "pyarrow", "prometheus_client")
 
 
 def _module_name(path: Path) -> str:

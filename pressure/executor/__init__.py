@@ -74,9 +74,10 @@ from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
 from ..queue import Queue
 from ..signing import Authkey, Signer, key_id, resolve_authkey
+from .admin import delete_executor
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
-__all__ = ["Executor", "ExecutorStatistics"]
+__all__ = ["Executor", "ExecutorStatistics", "delete_executor"]
 
 logger = logging.getLogger("pressure")
 
