@@ -10,6 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from pressure.testing import RedisServer, ServerUnavailable, find_redis_server
+
 #: A user's suite: a conftest enabling the plugin and tests using each fixture.
 _CONFTEST = 'pytest_plugins = ["pressure.testing.pytest_plugin"]\n'
 _TESTS = '''
@@ -68,3 +72,24 @@ def test_pytest_plugin_fixtures_in_a_users_suite(tmp_path: Path) -> None:
     seen = json.loads(report.read_text())
     assert not Path(seen["dir"]).exists()
     assert not _answers(seen["port"]) and not _answers(seen["session_port"])
+
+
+def test_pressure_redis_server_chooses_the_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """$PRESSURE_REDIS_SERVER names the server binary the tests (and RedisServer) run: a path,
+    or a name looked up on PATH; anything else is refused, saying so, never replaced."""
+    fake = tmp_path / "valkey-server"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PRESSURE_REDIS_SERVER", str(fake))
+    assert find_redis_server() == str(fake)
+    server = RedisServer()
+    assert server.binary == str(fake)
+    with pytest.raises(ServerUnavailable, match="valkey-server exited with 1"):
+        server.start()
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("PRESSURE_REDIS_SERVER", "valkey-server")
+    assert find_redis_server() == str(fake)
+    for wrong in (str(tmp_path / "missing"), str(tmp_path), "no-such-server-binary"):
+        monkeypatch.setenv("PRESSURE_REDIS_SERVER", wrong)
+        with pytest.raises(ServerUnavailable, match="PRESSURE_REDIS_SERVER=.* is not an executable file"):
+            find_redis_server()

