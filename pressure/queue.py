@@ -73,7 +73,7 @@ from .connection import Backend, ConnectionConfig, PackedScript
 from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
-from .signing import Authkey, SignedSerializer, Signer, resolve_authkey
+from .signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
 from .reliable import Delivery, Reliability
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
@@ -192,6 +192,8 @@ class Queue(Reliability[T]):
         if authkey:  # every payload signed for this queue, and verified before it is loaded
             base = QueueKeys.build(prefix, name, self._KIND).base
             self._serializer = SignedSerializer(self._serializer, Signer(authkey, base))
+        elif isinstance(self._serializer, serializers.PickleSerializer):
+            warn_unsigned_pickle(backend.config)
         self._client_id = client_id
         self._backend = backend
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)

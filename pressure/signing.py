@@ -25,13 +25,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import logging
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .errors import IntegrityError
 
-__all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id"]
+__all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id",
+           "warn_unsigned_pickle"]
+
+logger = logging.getLogger("pressure")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 MAGIC = b"\xffPS1"
 #: The shortest key accepted (HMAC-SHA256 keys shorter than this are guessable).
@@ -78,6 +86,36 @@ def resolve_authkey(authkey: Authkey | None) -> tuple[bytes, ...]:
         raise ValueError("PRESSURE_REQUIRE_AUTHKEY is set, but no authkey was given "
                          "(pass authkey=, or set PRESSURE_AUTHKEY)")
     return keys
+
+
+def _remote(config: Any) -> bool:
+    """Whether ``config`` (a ConnectionConfig) reaches Redis beyond this host."""
+    if getattr(config, "sentinel", None) is not None:
+        return True
+    kwargs = dict(config.kwargs)
+    if "path" in kwargs:
+        return False  # a unix socket
+    host = str(kwargs.get("host", "localhost"))
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a host name other than localhost
+
+
+def warn_unsigned_pickle(config: Any) -> None:
+    """Once per server and process: a handle that unpickles unsigned items from a Redis other
+    hosts reach (whoever can write its keys can run code here), as Celery warns of pickle."""
+    if not _remote(config):
+        return
+    with _warned_lock:
+        if config.url in _warned:
+            return
+        _warned.add(config.url)
+    logger.warning("queues on %s use the pickle serializer without an authkey: whoever can write "
+                   "their keys can run code in this process. Pass authkey= (or set PRESSURE_AUTHKEY), "
+                   "or use a data-only serializer ('json', 'msgpack', 'bytes')", config.url)
 
 
 class Signer:

@@ -226,3 +226,53 @@ def test_a_child_process_gets_the_key_as_multiprocessing_passes_its_authkey(
     assert out.get(timeout=60) == "to the child"
     p.join(30)
     q.delete()
+
+
+# -- the Spark source's pieces (PRESSURE_AUTHKEY on the executors) -----------------------------
+
+
+def test_the_spark_log_takes_only_signed_items_and_its_reader_verifies_them(
+        url: str, prefix: str, r: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QueueLog (the stream source's log) reads PRESSURE_AUTHKEY: a forged item pushed into the
+    queue never enters the log, and the stream's decoder verifies each log entry before it loads
+    it (an entry written into the log stream directly is refused too)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from pressure.spark._batch import payload_signer
+    from pressure.spark._options import SourceOptions
+    from pressure.spark._rows import Decoder
+    from pressure.spark.log import QueueLog
+
+    monkeypatch.setenv("PRESSURE_AUTHKEY", KEY.decode())
+    marker = tmp_path / "pwned"
+    q: pressure.Queue[Any] = pressure.Queue("streamed", url=url, prefix=prefix, serializer="json")
+    q.put({"n": 1})
+    r.lpush(q.keys.base, pickle.dumps(_Boom(marker)))
+    q.put({"n": 2})
+    log = QueueLog("streamed", "g", url=url, prefix=prefix)
+    assert log.take(10) == 2
+    assert len(q.dead_letters()) == 1
+    opts = SourceOptions.parse({"url": url, "name": "streamed", "prefix": prefix, "serializer": "json"})
+    decode = Decoder(StructType([StructField("value", StringType())]), "json", payload_signer(opts))
+    assert [decode(e.payload, e.number, {})[0] for e in log.read(0, 2)] == ['{"n": 1}', '{"n": 2}']
+    with pytest.raises(pressure.IntegrityError):
+        decode(pickle.dumps(_Boom(marker)), 3, {})
+    assert not marker.exists()
+    q.delete()
+
+
+def test_unsigned_pickle_from_a_remote_redis_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    from pressure.connection import ConnectionConfig
+    from pressure.signing import warn_unsigned_pickle
+
+    with caplog.at_level(logging.WARNING, logger="pressure"):
+        for url in ("redis://127.0.0.1:6390/0", "redis://localhost:6390/0", "redis://[::1]:6390/0",
+                    "unix:///tmp/x.sock"):
+            warn_unsigned_pickle(ConnectionConfig.from_url(url))
+        assert caplog.text == ""
+        remote = ConnectionConfig.from_url("redis://:pw-not-shown@10.9.8.7:6390/0")
+        warn_unsigned_pickle(remote)
+        warn_unsigned_pickle(remote)
+    assert caplog.text.count("without an authkey") == 1
+    assert "10.9.8.7" in caplog.text and "pw-not-shown" not in caplog.text

@@ -36,7 +36,9 @@ from pyspark.sql.types import StructType
 from .._internal import attach, internal
 from ..errors import Empty, PressureError, QueueDoesNotExist, SerializationError, ShutDown
 from ..ordered import queue_class
+from ..keys import QueueKeys
 from ..queue import Queue
+from ..signing import Signer, resolve_authkey
 from ._options import SourceOptions
 from ._rows import Decoder, row_encoder
 
@@ -57,7 +59,14 @@ def open_queue(opts: SourceOptions, *, reliable: bool, serializer: str) -> Queue
     """A handle on the queue of ``opts`` (which must exist), built where it is used."""
     return attach(
         queue_class(opts.kind), opts.name, opts.config, prefix=opts.prefix, serializer=serializer, create=False,
-        reliable=reliable, visibility_timeout=opts.visibility_timeout)
+        reliable=reliable, visibility_timeout=opts.visibility_timeout, authkey=resolve_authkey(None))
+
+
+def payload_signer(opts: SourceOptions) -> Signer | None:
+    """What verifies the queue's payloads where they are read raw (the stream's log), if this
+    process has keys (``PRESSURE_AUTHKEY``: set it on Spark's executors too)."""
+    keys = resolve_authkey(None)
+    return Signer(keys, QueueKeys.build(opts.prefix, opts.name, opts.kind).base) if keys else None
 
 
 def check_exists(opts: SourceOptions) -> None:

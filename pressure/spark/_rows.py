@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 
 from ..errors import DeserializationError, SerializationError
 from ..serializers import resolve
+from ..signing import Signer
 
 __all__ = ["METADATA", "Decoder", "default_schema", "row_encoder", "with_metadata"]
 
@@ -75,8 +76,10 @@ def _as_binary(item: Any) -> bytes:
 class Decoder:
     """Turns payloads into row tuples for ``schema`` (built where the rows are made)."""
 
-    def __init__(self, schema: StructType, serializer: str) -> None:
+    def __init__(self, schema: StructType, serializer: str, signer: Signer | None = None) -> None:
         self._serializer = resolve(serializer)
+        #: verifies each payload before it is loaded (PRESSURE_AUTHKEY): IntegrityError if not signed
+        self._signer = signer
         self._names = [f.name for f in schema.fields if f.name not in _METADATA_NAMES]
         self._metadata = [f.name for f in schema.fields if f.name in _METADATA_NAMES]
         self._order = [f.name for f in schema.fields]
@@ -98,6 +101,8 @@ class Decoder:
 
     def __call__(self, payload: bytes, number: int, meta: Mapping[str, Any]) -> tuple[Any, ...]:
         """The row of one payload; ``number`` names it in errors (its position or log number)."""
+        if self._signer is not None:
+            payload = self._signer.verify(payload)  # IntegrityError: never reaches the serializer
         try:
             item = self._serializer.loads(payload)
         except Exception as exc:

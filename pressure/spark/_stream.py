@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 from ..errors import SerializationError
 from .log import QueueLog
 from ._options import SourceOptions
+from ._batch import payload_signer
 from ._rows import Decoder
 
 __all__ = ["StreamReader"]
@@ -104,7 +105,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         after, upto = partition.value
         log = _log(self._opts)
-        decode = Decoder(self._schema, self._opts.serializer)
+        decode = Decoder(self._schema, self._opts.serializer, payload_signer(self._opts))
         try:
             for entry in log.read(after, upto):
                 try:

@@ -31,6 +31,7 @@ from ..errors import PressureError
 from ..keys import KINDS, resolve_prefix
 from ..ordered import queue_class
 from ..queue import Queue
+from ..signing import resolve_authkey
 
 __all__ = ["LogEntry", "QueueLog"]
 
@@ -100,7 +101,8 @@ class QueueLog:
         self._visibility_timeout: float = state["visibility_timeout"]
         self._queue: Queue[bytes] = attach(
             queue_class(self._kind), self._name, self._config, prefix=self._prefix, serializer="bytes", create=False,
-            reliable=True, visibility_timeout=self._visibility_timeout)
+            reliable=True, visibility_timeout=self._visibility_timeout,
+            authkey=resolve_authkey(None))  # PRESSURE_AUTHKEY: what it takes is verified
         self._log = f"{self._queue.keys.logs}:{self._group}"
         self._tail_key = f"{self._log}:tail"
         self._committed_key = f"{self._log}:committed"
