@@ -196,6 +196,25 @@ class _TaskFuture(Future):  # type: ignore[type-arg]
                 self._state = "RUNNING"
 
 
+def _task_dumps(serializer: str) -> Callable[[Any], bytes]:
+    """How tasks are pickled: ``"pickle"``, or ``"cloudpickle"`` (the ``cloudpickle`` extra),
+    which also pickles lambdas, closures and functions of ``__main__`` by value, so that workers
+    on other hosts can run them (they load tasks with pickle; cloudpickle must be importable
+    there too)."""
+    if serializer == "pickle":
+        return functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+    if serializer == "cloudpickle":
+        try:
+            import cloudpickle
+        except ImportError:
+            raise ImportError("serializer='cloudpickle' needs the cloudpickle package: "
+                              "pip install 'pressure-queue[cloudpickle]'") from None
+        return functools.partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+    if isinstance(serializer, str):
+        raise ValueError(f"serializer must be 'pickle' or 'cloudpickle', not {serializer!r}")
+    raise TypeError(f"serializer must be 'pickle' or 'cloudpickle', not {type(serializer).__name__}")
+
+
 class _Core:
     """Everything an Executor does, kept apart from the Executor object itself: its
     threads and futures reference this, so an Executor dropped without ``shutdown()`` is
@@ -217,9 +236,11 @@ class _Core:
         visibility_timeout: float,
         local_workers: bool | None,
         authkey: tuple[bytes, ...] = (),
+        dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
     ) -> None:
         self._anonymous = name is None
         self._authkey = authkey
+        self._dumps = dumps
         self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
         self._prefix = resolve_prefix(prefix)
         self._config = config
@@ -283,7 +304,7 @@ class _Core:
             self._futures[task_id] = future
             self._start()
         try:
-            body = pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL)
+            body = self._dumps((fn, args, kwargs))
         except Exception as exc:  # noqa: BLE001 - as ProcessPoolExecutor: the future fails
             self._futures.pop(task_id, None)
             future.set_exception(exc)
@@ -728,6 +749,7 @@ class Executor(concurrent.futures.Executor):
         visibility_timeout: float = 30.0,
         local_workers: bool | None = None,
         authkey: Authkey | None = None,
+        serializer: str = "pickle",
     ) -> None:
         # every argument is checked before the first round trip: a bad one creates nothing
         if name is not None and not isinstance(name, str):
@@ -755,9 +777,11 @@ class Executor(concurrent.futures.Executor):
             max_pending = int(max_pending)
         visibility_timeout = _seconds("visibility_timeout", visibility_timeout)
         keys = resolve_authkey(authkey)
+        dumps = _task_dumps(serializer)
         config = ConnectionConfig.resolve(url, connection)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
-                           initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys)
+                           initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys,
+                           dumps)
         weakref.finalize(self, self._core._release)
 
     @property
