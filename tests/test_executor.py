@@ -713,3 +713,16 @@ def test_a_redis_restart_loses_no_task_and_breaks_nothing(prefix: str) -> None:
         assert [f.result(timeout=60) for f in first] == list(range(20))
         assert [f.result(timeout=60) for f in later] == [i * i for i in range(20)]
         assert ex.submit(tasks.square, 7).result(timeout=SOON) == 49
+
+
+def test_a_short_tasks_result_is_not_held_back_by_a_long_task_prefetched_with_it(
+        make_executor: Callable[..., pressure.Executor]) -> None:
+    """One worker prefetches the second and third tasks together (after a short first one):
+    the second's result went out only when the long third one ended (CPython's
+    test_map_timeout, run alone, saw it). Now a task running longer than SHORT_TASK sends the
+    results finished before it."""
+    ex = make_executor(max_workers=1)
+    futures = [ex.submit(tasks.sleep_then, i, seconds) for i, seconds in enumerate([0.0, 0.0, 10.0])]
+    assert futures[0].result(timeout=60) == 0  # the worker is up
+    assert futures[1].result(timeout=6) == 1  # before: only once the 10 s task had ended
+    assert not futures[2].done()

@@ -191,6 +191,11 @@ class _Worker:
         self.held: collections.deque[Delivery[Task]] = collections.deque()  # received, not started
         self.started: float | None = None  # when the running task started
         self.short = False  # whether the last task ran shorter than SHORT_TASK
+        #: tasks run whose replies and settlements have not gone out yet (under ``lock``): short
+        #: tasks' go out together; a task running longer than SHORT_TASK sends those before it
+        self.done: list[tuple[Delivery[Task], bytes | None]] = []
+        #: deliveries the heartbeat settled, for the main thread to forget (it owns the link)
+        self.settled: list[Delivery[Task]] = []
         self.lock = threading.Lock()
 
     def heartbeat(self) -> None:
@@ -203,9 +208,12 @@ class _Worker:
             try:
                 with self.lock:
                     waiting: list[Delivery[Task]] = []
+                    replies: list[tuple[Delivery[Task], bytes | None]] = []
                     if self.started is not None and time.monotonic() - self.started > SHORT_TASK:
                         waiting, self.held = list(self.held), collections.deque()
+                        replies, self.done = self.done, []  # finished before it: not held back
                 self.give_back(waiting)
+                self.finish_batch(replies, forget=False)
                 if time.monotonic() - last_beat >= HEARTBEAT:
                     last_beat = time.monotonic()
                     seconds, micros = client.time()
@@ -292,11 +300,39 @@ class _Worker:
             self.started = None
         return message
 
-    def finish(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
+    def finish(self) -> None:
+        """Send the replies of the tasks run so far and settle them (``finish_batch``)."""
+        with self.lock:
+            batch, self.done = self.done, []
+        self.finish_batch(batch)
+
+    def finish_batch(self, done: list[tuple[Delivery[Task], bytes | None]], forget: bool = True) -> None:
         """Send the replies, then settle the deliveries: one round trip for all, the replies
-        first (a crash before the settlement loses nothing: the tasks come back)."""
+        first (a crash before the settlement loses nothing: the tasks come back). If Redis
+        fails, they wait in ``self.done`` for the next try, first in line."""
         if not done:
             return
+        try:
+            self._send_replies(done)
+        except BaseException:
+            with self.lock:
+                self.done[:0] = done
+            raise
+        if forget:
+            for delivery, _ in done:
+                self.link.forget(delivery)
+        else:
+            with self.lock:
+                self.settled += [delivery for delivery, _ in done]
+
+    def forget_settled(self) -> None:
+        """Forget (in this, the main thread) what the heartbeat settled."""
+        with self.lock:
+            settled, self.settled = self.settled, []
+        for delivery in settled:
+            self.link.forget(delivery)
+
+    def _send_replies(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
         calls: list[tuple[PackedScript, list[bytes | str]]] = []
         sent: list[tuple[Queue[bytes], bytes]] = []
         for delivery, message in done:
@@ -313,33 +349,30 @@ class _Worker:
         for reply in replies:
             if isinstance(reply, redis.RedisError):
                 self.backend.raise_error(reply, "replies and settlements", True)
-        for delivery, _ in done:
-            self.link.forget(delivery)
         for (queue, framed), reply in zip(sent, replies):
             if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
                 with contextlib.suppress(ShutDown):
                     queue.put(framed)
             # -3 or -4 (closed, deleted): the executor is gone, nobody waits for this result
-        done.clear()
 
-    def _try_finish(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
-        """finish(), or keep ``done`` for the next try if Redis fails meanwhile (the tasks
+    def _try_finish(self) -> None:
+        """finish(), or keep the replies for the next try if Redis fails meanwhile (the tasks
         stay in flight; a reply sent twice is ignored by the executor)."""
         try:
-            self.finish(done)
+            self.finish()
         except PressureError as exc:
             logger.warning("worker %s: replies wait: %s", self.id, exc)
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
-        done: list[tuple[Delivery[Task], bytes | None]] = []
         complaint = Complaint(logger, f"worker {self.id}")
         try:
             while not self.stop():
                 try:
+                    self.forget_settled()
                     if not self.held:  # a batch is over: its replies go before more is taken
-                        self.finish(done)
+                        self.finish()
                         self.fetch()
                     step = self.claim_next()
                     complaint.succeeded()
@@ -361,14 +394,16 @@ class _Worker:
                 if decision == _NOT_OURS:  # it went back to the queue meanwhile: not ours to run
                     self.link.forget(delivery)
                     continue
-                done.append((delivery, self.run(delivery, decision)))
+                reply = self.run(delivery, decision)
+                with self.lock:
+                    self.done.append((delivery, reply))
                 if not self.short or self.stop():
-                    self._try_finish(done)  # a long task's result goes out at once
+                    self._try_finish()  # a long task's result goes out at once
         finally:
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
             with contextlib.suppress(PressureError, redis.RedisError):
-                self.finish(done)
+                self.finish()
             with contextlib.suppress(PressureError, redis.RedisError):
                 self.give_back(held)  # not started: back to the queue for other workers
             with contextlib.suppress(redis.RedisError):  # no longer alive (the heartbeat may not say so)
