@@ -132,8 +132,14 @@ class QueueSpec:
     lease: float = 2.0
 
     def handle(self, **kw: Any) -> pressure.Queue[Any]:
-        return pressure.Queue(self.name, url=self.url, prefix=self.prefix, reliable=self.reliable,
-                              visibility_timeout=self.visibility_timeout, lease=self.lease, **kw)
+        """A handle, as a client process opens it: a process started while Redis is down (the
+        chaos restarts it) keeps trying, as a service would, rather than die at its first line."""
+        while True:
+            try:
+                return pressure.Queue(self.name, url=self.url, prefix=self.prefix, reliable=self.reliable,
+                                      visibility_timeout=self.visibility_timeout, lease=self.lease, **kw)
+            except pressure.BackendError:
+                time.sleep(0.05)
 
     @property
     def keys(self) -> QueueKeys:
