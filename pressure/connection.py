@@ -26,6 +26,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
@@ -238,6 +239,8 @@ class ConnectionConfig:
     connection_class: type[redis.connection.AbstractConnection]
     kwargs: tuple[tuple[str, Any], ...] = field(default=())
     sentinel: SentinelSettings | None = None
+    #: Which setting chose this server (``url=``, ``REDIS_URL``...): errors say so
+    origin: str = field(default="", compare=False)
 
     def __repr__(self) -> str:  # never the password
         kwargs = tuple((k, "***" if k == "password" and v else v) for k, v in self.kwargs)
@@ -255,9 +258,9 @@ class ConnectionConfig:
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
         if connection is not None:
-            return cls.from_pool(connection.connection_pool)
+            return dataclasses.replace(cls.from_pool(connection.connection_pool), origin="connection=")
         if url is not None:
-            return cls.from_url(url)
+            return dataclasses.replace(cls.from_url(url), origin="url=")
         return cls.from_environment()
 
     @classmethod
@@ -297,14 +300,17 @@ class ConnectionConfig:
     def from_environment(cls, env: os._Environ[str] | dict[str, str] = os.environ) -> ConnectionConfig:
         """``REDIS_URL``, else the spec's ``REDIS_SERVER``/``REDIS_PORT``/``REDIS_DB``, else defaults."""
         if env.get("REDIS_URL"):
-            return cls.from_url(env["REDIS_URL"])
+            return dataclasses.replace(cls.from_url(env["REDIS_URL"]), origin="REDIS_URL")
         host = env.get("REDIS_SERVER") or "127.0.0.1"
         port = env.get("REDIS_PORT") or "6379"
         db = env.get("REDIS_DB") or "0"
         for var, value in (("REDIS_PORT", port), ("REDIS_DB", db)):
             if not value.isdigit():
                 raise ValueError(f"{var} must be a non-negative integer, not {value!r}")
-        return cls(redis.Connection, (("db", int(db)), ("host", host), ("port", int(port))))
+        named = [var for var in ("REDIS_SERVER", "REDIS_PORT", "REDIS_DB") if env.get(var)]
+        origin = (", ".join(named) + " (the rest defaults)" if named else
+                  "the default: no url= or connection=, and no REDIS_URL or REDIS_SERVER in the environment")
+        return cls(redis.Connection, (("db", int(db)), ("host", host), ("port", int(port))), origin=origin)
 
     @property
     def url(self) -> str:
@@ -590,7 +596,10 @@ class Backend:
         text = str(exc)
         tls = issubclass(self.config.connection_class, redis.SSLConnection)
         if connecting and not tls and ("reset by peer" in text or "closed by server" in text):
-            text += " (if that port speaks TLS, use a rediss:// URL)"
+            text += (" (the server closed the connection at once: is it a Redis server? If that port "
+                     "speaks TLS, use a rediss:// URL)")
+        if connecting and self.config.origin:
+            text += f" (this server was chosen by {self.config.origin})"
         if connecting and tls:
             hint = _tls_hint(text)
             if hint:
@@ -896,8 +905,9 @@ class Backend:
         text = str(exc)
         if isinstance(exc, redis.exceptions.AuthenticationError):
             raise AuthenticationError(
-                f"{what} on {where} did not run: the server refused the connection's credentials "
-                f"(a password it requires is missing or wrong, or the user is unknown or disabled): {text}"
+                f"{what} on {where} did not run: authentication failed: the server refused the "
+                f"connection's credentials (a password it requires is missing or wrong, or the user "
+                f"is unknown or disabled): {text}"
             ) from exc
         if isinstance(exc, redis.exceptions.NoPermissionError):
             raise PermissionDenied(f"{what} on {where} did not run: the server's ACL refused it: {text}") from exc

@@ -123,6 +123,9 @@ class Queue(Reliability[T]):
     children), never by a copy of the handle in another process. An integer
     in place of the name is the maxsize of an anonymous queue, so
     ``queue.Queue(10)`` keeps working after ``import pressure as queue``.
+    ``create=False`` attaches only: a queue that does not exist raises
+    ``QueueDoesNotExist`` at once (a consumer with a typo in its queue's name
+    fails instead of waiting on a new, empty queue).
     """
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
@@ -148,6 +151,7 @@ class Queue(Reliability[T]):
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
         durability: Durability | None = None,
+        create: bool = True,
     ) -> None:
         if durability is not None and not isinstance(durability, Durability):
             raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
@@ -172,7 +176,10 @@ class Queue(Reliability[T]):
                                       durability=durability)
         keys = resolve_authkey(authkey)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
-        self._create(bound)
+        if create or anonymous:
+            self._create(bound)
+        else:
+            self._attach(bound)
         if anonymous:
             # holds the configuration only, never this handle; runs in this process only
             self._exit_delete = multiprocessing.util.Finalize(
@@ -334,6 +341,16 @@ class Queue(Reliability[T]):
             raise QueueExistsError(
                 f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
             )
+
+    def _attach(self, maxsize: int | None) -> None:
+        """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
+        if one is given). One read-only round trip; nothing is written."""
+        if not self.exists:
+            raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
+                                    f"check the name, the prefix {self._prefix!r} and the server)")
+        if maxsize is not None and self.maxsize != maxsize:
+            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
+                                   f"not {maxsize}")
 
     def _parse_bound(self, raw: bytes | str) -> int:
         """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -17,7 +17,7 @@ def assert_invariants(r: redis.Redis, q: pressure.Queue[Any]) -> None:
     k = q.keys
     assert r.llen(k.producer_free) == 1, "producer token missing or duplicated"
     assert r.llen(k.consumer_free) == 1, "consumer token missing or duplicated"
-    bound = int(r.get(k.bound))
+    bound = int(cast(bytes, r.get(k.bound)))
     length = r.llen(k.base)
     if r.exists(k.closed):
         assert r.llen(k.not_full) <= 1
@@ -99,4 +99,4 @@ def consumer_keys(r: redis.Redis, q: pressure.Queue[Any], client_id: str, kind: 
 
 def is_waiter(r: redis.Redis, q: pressure.Queue[Any], client_id: str) -> bool:
     """Whether a handle of ``client_id`` is the registered waiter."""
-    return (r.get(q.keys.waiter) or b"").startswith(f"{client_id}#".encode())
+    return cast(bytes, r.get(q.keys.waiter) or b"").startswith(f"{client_id}#".encode())
