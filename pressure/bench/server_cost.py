@@ -103,9 +103,10 @@ def _queue(url: str, **kw: Any) -> pressure.Queue[bytes]:
     return pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes", **kw)
 
 
-def single(maxsize: int) -> Callable[[str, int], None]:
+def _one_by_one(ack: bool, **kw: Any) -> Callable[[str, int], None]:
+    """Single puts and gets on a fresh queue made with ``kw``; ``ack``: task_done() each."""
     def run(url: str, n: int) -> None:
-        q = _queue(url, maxsize=maxsize)
+        q = _queue(url, **kw)
         try:
             def produce() -> None:
                 for _ in range(n):
@@ -114,6 +115,8 @@ def single(maxsize: int) -> Callable[[str, int], None]:
             def consume() -> None:
                 for _ in range(n):
                     q.get()
+                    if ack:
+                        q.task_done()
 
             _pair(produce, consume)
         finally:
@@ -121,21 +124,11 @@ def single(maxsize: int) -> Callable[[str, int], None]:
     return run
 
 
-def reliable(url: str, n: int) -> None:
-    q = _queue(url, reliable=True)
-    try:
-        def produce() -> None:
-            for _ in range(n):
-                q.put(PAYLOAD)
+def single(maxsize: int) -> Callable[[str, int], None]:
+    return _one_by_one(False, maxsize=maxsize)
 
-        def consume() -> None:
-            for _ in range(n):
-                q.get()
-                q.task_done()
 
-        _pair(produce, consume)
-    finally:
-        q.delete()
+reliable = _one_by_one(True, reliable=True)
 
 
 def batch(size: int) -> Callable[[str, int], None]:
