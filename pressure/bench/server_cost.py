@@ -163,31 +163,34 @@ def _raw(url: str, body: Callable[[redis.Redis, redis.Redis, str], tuple[Callabl
         c.close()
 
 
-def raw_single(url: str, n: int) -> None:
-    def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
-        def produce() -> None:
-            for _ in range(n):
-                p.lpush(key, PAYLOAD)
+def _raw_one_by_one(take: Callable[[redis.Redis, str], None]) -> Callable[[str, int], None]:
+    """LPUSH one by one; ``take(client, key)`` takes one."""
+    def run(url: str, n: int) -> None:
+        def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
+            def produce() -> None:
+                for _ in range(n):
+                    p.lpush(key, PAYLOAD)
 
-        def consume() -> None:
-            for _ in range(n):
-                c.brpop([key], timeout=5)
-        return produce, consume
-    _raw(url, body, n)
+            def consume() -> None:
+                for _ in range(n):
+                    take(c, key)
+            return produce, consume
+        _raw(url, body, n)
+    return run
 
 
-def raw_reliable(url: str, n: int) -> None:
-    def body(p: redis.Redis, c: redis.Redis, key: str) -> tuple[Callable[[], None], Callable[[], None]]:
-        def produce() -> None:
-            for _ in range(n):
-                p.lpush(key, PAYLOAD)
+def _brpop(c: redis.Redis, key: str) -> None:
+    c.brpop([key], timeout=5)
 
-        def consume() -> None:
-            for _ in range(n):
-                item: Any = c.blmove(key, key + ":processing", 5, "RIGHT", "LEFT")
-                c.lrem(key + ":processing", 1, item)
-        return produce, consume
-    _raw(url, body, n)
+
+def _blmove_then_lrem(c: redis.Redis, key: str) -> None:
+    """The usual reliable-queue pattern: into a processing list, removed once processed."""
+    item: Any = c.blmove(key, key + ":processing", 5, "RIGHT", "LEFT")
+    c.lrem(key + ":processing", 1, item)
+
+
+raw_single = _raw_one_by_one(_brpop)
+raw_reliable = _raw_one_by_one(_blmove_then_lrem)
 
 
 def raw_batch(size: int) -> Callable[[str, int], None]:
