@@ -256,6 +256,7 @@ class _Link:
         client, self._client = self._client, None
         if client is not None and client is not self._given:
             await client.aclose()
+            await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
 
 
 def _consume(task: asyncio.Future[Any]) -> None:
