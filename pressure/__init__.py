@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from . import aio as aio
     from . import multiprocessing as multiprocessing
     from .errors import BrokenExecutor as BrokenExecutor
     from .errors import WorkerLost as WorkerLost
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 else:
     _LAZY = {
         "multiprocessing": (".multiprocessing", None),
+        "aio": (".aio", None),
         "Executor": (".executor", "Executor"),
         "ExecutorStatistics": (".executor", "ExecutorStatistics"),
         "BrokenExecutor": (".errors", "BrokenExecutor"),

@@ -21,7 +21,7 @@ import pressure
 
 PACKAGE_DIR = Path(pressure.__file__).resolve().parent
 #: The namespaces users import from: their __all__ must be exactly their public names.
-PUBLIC_NAMESPACES = ["pressure", "pressure.multiprocessing", "pressure.testing", "pressure.bench"]
+PUBLIC_NAMESPACES = ["pressure", "pressure.aio", "pressure.multiprocessing", "pressure.testing", "pressure.bench"]
 #: Names a module may bind without exporting them.
 NOT_EXPORTS = {"TYPE_CHECKING"}
 #: Modules that run something when imported (``python -m`` entry points).

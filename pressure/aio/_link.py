@@ -1,0 +1,264 @@
+"""The asyncio side of pressure's connection layer: one handle's ``redis.asyncio`` pool, its
+dedicated connections (one per concurrent blocking call, as the sync handle has one per
+thread), script calls by SHA1 with the same sources as the sync client
+(``connection._script_source``), and the one rule that makes it cancellation-safe:
+
+Every exchange with the server (a send and the reads of its replies) runs in a task of its
+own that the caller awaits through ``asyncio.shield``. A cancelled caller never interrupts
+an exchange halfway, so no connection is ever left with a reply half read, and the
+exchange's outcome is known to whoever cleans up after the caller (see
+``AsyncQueue._abandon``). An exchange left running by a cancelled caller is kept
+(``_Link.background``) until it ends; ``AsyncQueue.disconnect`` waits for those.
+
+Error replies and failures are translated exactly as the sync client translates them
+(``connection.Backend.raise_error``), so the same exceptions reach the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio
+import redis.asyncio.connection
+
+from ..connection import (
+    BLOCK_SLICE,
+    PASSWORD_ENV,
+    SOCKET_CONNECT_TIMEOUT,
+    SOCKET_TIMEOUT,
+    Backend,
+    ConnectionConfig,
+    _script_sha,
+    _script_source,
+    pack_command,
+    refused_for_now,
+)
+
+_R = TypeVar("_R")
+
+#: The connection classes of redis-py's sync client and of its asyncio client, paired: a
+#: handle's ConnectionConfig names the first (it is the sync handles' description of a server).
+_CLASSES: tuple[tuple[type[Any], type[Any]], ...] = (
+    (redis.SSLConnection, redis.asyncio.connection.SSLConnection),
+    (redis.UnixDomainSocketConnection, redis.asyncio.connection.UnixDomainSocketConnection),
+    (redis.Connection, redis.asyncio.connection.Connection),
+)
+#: The pauses between sends of a command the server refused for now (LOADING, BUSY...).
+_FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
+
+
+def config_of_client(client: redis.asyncio.Redis) -> ConnectionConfig:
+    """The ConnectionConfig (sync classes) of the server an asyncio client connects to."""
+    pool = client.connection_pool
+    for sync_class, async_class in _CLASSES:
+        if issubclass(pool.connection_class, async_class):
+            kwargs = {k: v for k, v in pool.connection_kwargs.items()
+                      if isinstance(v, (str, int, float, bool, bytes, type(None)))}
+            return ConnectionConfig(sync_class, tuple(sorted(kwargs.items())))
+    raise ValueError(f"pressure.aio does not support {pool.connection_class.__name__} connections "
+                     f"(Sentinel and cluster clients are not supported)")
+
+
+def async_class(config: ConnectionConfig) -> type[Any]:
+    """The redis.asyncio connection class for a handle's server."""
+    if config.sentinel is None:
+        for sync_class, async_cls in _CLASSES:
+            if issubclass(config.connection_class, sync_class):
+                return async_cls
+    raise ValueError(f"pressure.aio does not support {config.url!r} (Sentinel deployments are not "
+                     f"supported by the asyncio client: use the sync pressure.Queue)")
+
+
+class _Link:
+    """One asyncio handle's connections to its server."""
+
+    def __init__(self, config: ConnectionConfig, client: redis.asyncio.Redis | None = None) -> None:
+        self.config = config
+        self._given = client
+        self._client: redis.asyncio.Redis | None = None
+        #: translates errors as the sync client does; it never connects
+        self.errors = Backend(config)
+        #: the longest server-side wait: half the socket timeout at most, as in the sync client
+        self.slice = BLOCK_SLICE
+        self.refused_for = SOCKET_TIMEOUT
+        #: exchanges and clean-ups left running by cancelled callers
+        self.background: set[asyncio.Future[Any]] = set()
+        #: the scripts loaded on the server (as far as this handle knows)
+        self.loaded: set[str] = set()
+
+    def client(self) -> redis.asyncio.Redis:
+        """The pool client (built on first use)."""
+        client = self._client
+        if client is None:
+            if self._given is not None:
+                client = self._given
+            else:
+                import os
+
+                kw = dict(self.config.kwargs)
+                if not kw.get("password") and os.environ.get(PASSWORD_ENV):
+                    kw["password"] = os.environ[PASSWORD_ENV]
+                kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
+                if kw.get("socket_timeout") is None:
+                    kw["socket_timeout"] = SOCKET_TIMEOUT
+                pool = redis.asyncio.ConnectionPool(connection_class=async_class(self.config), **kw)
+                client = redis.asyncio.Redis(connection_pool=pool)
+            timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+            # a blocking command must end on the server before the socket gives up on it
+            self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
+            self.refused_for = float(timeout) if timeout else SOCKET_TIMEOUT
+            self._client = client
+        return client
+
+    # -- shielded exchanges ---------------------------------------------------------
+
+    async def shielded(self, coro: Coroutine[Any, Any, _R]) -> _R:
+        """Await ``coro`` in a task of its own that the caller's cancellation never interrupts
+        (it runs to its end, kept in ``background``)."""
+        return await self.shielded_task(asyncio.ensure_future(coro))
+
+    async def shielded_task(self, task: asyncio.Future[_R]) -> _R:
+        """Await ``task`` through ``asyncio.shield``; if the caller is cancelled, keep it."""
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.keep(task)
+            raise
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Hold a reference to a task until it ends (its outcome is someone else's concern)."""
+        if task.done():
+            _consume(task)
+            return
+        self.background.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self.background.discard(task)
+        _consume(task)
+
+    async def exchange(self, conn: Any, data: Sequence[bytes], replies: int, what: str,
+                       mutating: bool = True) -> list[Any]:
+        """Send ``data`` on ``conn`` and read ``replies`` replies; an error reply is returned
+        as the exception object (the replies behind it are still read). A failure to send
+        raises BackendError (it did not run); a failure to read raises OutcomeUnknown if
+        ``mutating`` (else BackendError), and drops the connection."""
+        try:
+            if not conn.is_connected:
+                await conn.connect()
+            if data:
+                await conn.send_packed_command(list(data), check_health=False)
+        except redis.RedisError as exc:
+            await conn.disconnect()
+            self.errors.raise_error(exc, what, False)  # not sent: it did not run
+        except BaseException:
+            await conn.disconnect()
+            raise
+        out: list[Any] = []
+        try:
+            for _ in range(replies):
+                try:
+                    out.append(await conn.read_response())
+                except redis.ResponseError as exc:  # an error reply: the connection is fine
+                    out.append(exc)
+        except redis.RedisError as exc:
+            await conn.disconnect()
+            if refused_for_now(exc):
+                out += [exc] * (replies - len(out))
+                return out
+            self.errors.raise_error(exc, what, mutating)
+        except BaseException:
+            await conn.disconnect()
+            raise
+        return out
+
+    async def load(self, conn: Any, name: str) -> None:
+        """SCRIPT LOAD script ``name`` (the sync client's own source) on ``conn``."""
+        what = f"SCRIPT LOAD {name}"
+        (reply,) = await self.exchange(conn, [pack_command("SCRIPT", "LOAD", _script_source(name))], 1,
+                                       what, False)
+        self.check(reply, what, False)
+
+    def check(self, reply: Any, what: str, mutating: bool) -> Any:
+        """A reply, or its error raised as pressure's."""
+        if isinstance(reply, redis.RedisError):
+            self.errors.raise_error(reply, what, mutating)
+        return reply
+
+    async def until_served(self, what: str, attempt: Any) -> Any:
+        """``await attempt()``, again after a pause while the server refuses it for now (its
+        reply is such an error), for up to ``refused_for`` seconds."""
+        deadline = None
+        pause = _FIRST_PAUSE
+        while True:
+            reply = await attempt()
+            if not refused_for_now(reply):
+                return reply
+            now = asyncio.get_running_loop().time()
+            if deadline is None:
+                deadline = now + self.refused_for
+            if now >= deadline:
+                self.errors.raise_error(reply, what, False)
+            await asyncio.sleep(min(pause, deadline - now))
+            pause = min(2 * pause, _LAST_PAUSE)
+
+    async def script_on(self, conn: Any, name: str, data: Sequence[bytes], *,
+                        mutating: bool = True) -> Any:
+        """Run one script call (packed, maybe in chunks) on ``conn``, loading the script on
+        NOSCRIPT. Not shielded: run it inside ``shielded``."""
+        what = f"script {name}"
+
+        async def attempt() -> Any:
+            (reply,) = await self.exchange(conn, data, 1, what, mutating)
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                await self.load(conn, name)
+                (reply,) = await self.exchange(conn, data, 1, what, mutating)
+            return reply
+
+        return self.check(await self.until_served(what, attempt), what, mutating)
+
+    async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True) -> Any:
+        """A script call (packed) on a pool connection. Not shielded."""
+        return await self._pooled(lambda conn: self.script_on(conn, name, data, mutating=mutating))
+
+    async def run(self, name: str, keys: Sequence[str], args: Sequence[Any], *,
+                  mutating: bool = True) -> Any:
+        """Run script ``name`` on a pool connection, shielded."""
+        data = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
+        return await self.shielded(self.pooled_script(name, [data], mutating=mutating))
+
+    async def command(self, what: str, *args: bytes | str | int, mutating: bool = False) -> Any:
+        """Run one plain command on a pool connection, shielded."""
+        data = pack_command(*args)
+
+        async def one(conn: Any) -> Any:
+            (reply,) = await self.exchange(conn, [data], 1, what, mutating)
+            return reply
+
+        return self.check(await self.shielded(self._pooled(one)), what, mutating)
+
+    async def _pooled(self, work: Any) -> Any:
+        pool = self.client().connection_pool
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            return await work(conn)
+        finally:
+            await pool.release(conn)
+
+    async def close(self) -> None:
+        """Wait for what cancelled callers left running, then close the pool (never a client
+        passed in)."""
+        while self.background:
+            await asyncio.gather(*list(self.background), return_exceptions=True)
+        client, self._client = self._client, None
+        if client is not None and client is not self._given:
+            await client.aclose()
+            await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

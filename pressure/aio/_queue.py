@@ -1,0 +1,830 @@
+"""``AsyncQueue``: a pressure queue for asyncio, on ``redis.asyncio``, with the sync handle's
+scripts and keys (so sync and async clients share one queue).
+
+What is re-implemented here rather than reused, and why: the sync consumer and producer
+(pressure/_consumer.py, pressure/_producer.py) are written around blocking calls on a
+per-thread connection, so their loops (the blocking get's pipeline of get.lua, BLMOVE and
+'woken'; put.lua's retries while full or busy) are mirrored here with ``await``, step for
+step, with the same scripts, arguments and status codes. What involves no waiting on the
+hot path is reused as it is: the script sources and SHA1s, ``PackedScript``, ``QueueKeys``,
+the serializers and signing, the entry parsers (``_records``) and, through a thread
+(``asyncio.to_thread``), the rare recovery steps of ``_roles._Roles`` (the sweep, dead
+holders, waiting for a role token held by another client).
+
+One consumer per handle: a handle's gets are served one at a time (an ``asyncio.Lock``,
+first come first served), each through the handle's own consumer lists and its own
+connection, as one thread's gets are in the sync client. Concurrent gets on one handle wait
+for each other in the process rather than contending for the consumer role in Redis (only
+one consumer can be the registered waiter anyway); use several handles for several
+consumers.
+
+Cancellation: a get cancelled at any point (``task.cancel()``, ``asyncio.timeout``,
+``asyncio.wait_for``) loses nothing and leaves no waiter behind. Its exchange with the
+server is never interrupted halfway (see _link.py); a clean-up task, holding the handle's
+consumer lock, unblocks the BLMOVE (``CLIENT UNBLOCK``), lets the exchange end, and runs
+get.lua 'cancel', which unregisters the waiter and returns what the handle never received
+to its inbox, where its next get takes it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Generic, TypeVar, cast
+
+import redis
+
+from .. import identity, serializers
+from .._records import (
+    _BUSY,
+    _CLOSED,
+    _DELIVERED,
+    _EMPTY,
+    _FULL,
+    _NEGATIVE,
+    _NO_QUEUE,
+    _UNDRAINED,
+    _WAITING,
+    _batch_header,
+    _parse_entry,
+)
+from .._roles import CONSUMER, MIN_WAIT, PRODUCER, SWEEP_INTERVAL, _Roles
+from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
+from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript, _script_sha, pack_command
+from ..errors import (
+    DeserializationError,
+    PressureError,
+    ProtocolError,
+    QueueDoesNotExist,
+    QueueExistsError,
+    ShutDown,
+)
+from ..keys import QueueKeys, resolve_prefix
+from ..ordering import order_key
+from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
+from ._errors import Empty, Full
+from ._link import _Link, config_of_client
+
+T = TypeVar("T")
+
+#: The most items put_many sends in one round trip (as the sync client).
+BATCH = 1000
+#: How often a get on a closed, empty queue looks again whether others still hold items.
+UNDRAINED_POLL = 0.1
+#: How long to wait to create a queue that is being deleted.
+_CREATE_WAIT = 5.0
+#: How often a clean-up asks the server to unblock a cancelled get's BLMOVE.
+_UNBLOCK_EVERY = 0.05
+
+
+def _wait_time(slice_: float, deadline: float) -> float:
+    """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
+    return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
+
+
+class _Conn:
+    """The handle's own connection for its gets (a BLMOVE blocks it), with its server-side
+    id (for CLIENT UNBLOCK) and the replies of commands sent without waiting (``post``)."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.redis_id: int | None = None
+        self.unread = 0
+        #: the exchange in progress, if any (a clean-up waits for it to end)
+        self.pending: asyncio.Task[Any] | None = None
+
+
+class AsyncQueue(Generic[T]):
+    """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
+    (default mode), ``asyncio.Queue``'s names.
+
+    ``AsyncQueue(name, maxsize)`` makes the handle without touching the server; the queue is
+    created (or attached to) by ``async with``, by ``await q.open()``, or by the first
+    call that needs it. Calls that ask the server are coroutines, including those that are
+    plain methods on ``asyncio.Queue`` (``qsize``, ``empty``, ``full``, ``put_nowait``,
+    ``get_nowait``, ``task_done``): each is a round trip.
+    """
+
+    #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
+    _KIND = "fifo"
+
+    def __init__(
+        self,
+        name: str,
+        maxsize: int | None = None,
+        *,
+        url: str | None = None,
+        connection: redis.asyncio.Redis | None = None,
+        prefix: str | None = None,
+        serializer: str | serializers.Serializer = "pickle",
+        client_id: str | None = None,
+        lease: float = 10.0,
+        authkey: Authkey | None = None,
+    ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"queue name must be a str, not {type(name).__name__}")
+        if not name:
+            raise ValueError("queue name must not be empty")
+        if prefix is None:
+            prefix = resolve_prefix(None)
+        elif not isinstance(prefix, str) or not prefix:
+            raise ValueError("prefix must be a non-empty string")
+        if client_id is not None and (not isinstance(client_id, str) or not client_id):
+            raise ValueError("client_id must be a non-empty string")
+        if url is not None and connection is not None:
+            raise ValueError("pass either url or connection, not both")
+        self._bound = None if maxsize is None else _maxsize_value(maxsize)
+        config = config_of_client(connection) if connection is not None else ConnectionConfig.resolve(url)
+        self._link = _Link(config, connection)
+        self._name, self._prefix = name, prefix
+        self._options = Options.of(False, 30.0, lease, 10)
+        self._serializer = serializers.resolve(serializer)
+        keys = resolve_authkey(authkey)
+        k = self._keys = QueueKeys.build(prefix, name, self._KIND)
+        if keys:
+            self._serializer = SignedSerializer(self._serializer, Signer(keys, k.base))
+        elif isinstance(self._serializer, serializers.PickleSerializer):
+            warn_unsigned_pickle(config)
+        self._client_id = client_id or identity.client_id()
+        self._cid = f"{self._client_id}#{uuid.uuid4().hex[:8]}"
+        self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
+        self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
+                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
+                          k.redeliveries, k.delivery_seq)
+        self._info_keys = (k.base, k.bound, k.closed)
+        self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
+        self._put_command = PackedScript("put" + self._variant, (
+            k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
+            k.produced_bytes, k.waiter, k.lease, k.delivery_seq), 0, 6)
+        self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
+        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
+        sync = Backend(config)  # the rare recovery steps, in a thread (see the module's docstring)
+        self._roles = _Roles(sync, k, name, self._options,
+                             lambda script, keys, args, mutating=True: sync.run(
+                                 script + self._variant, keys, args, mutating=mutating))
+        host, pid, start = identity.process_record()
+        self._record = f"{host}|{pid}|{start}|{self._options.lease_ms}|d"
+        self._opened = False
+        self._lock = asyncio.Lock()  # the handle's gets, one at a time
+        self._conn = _Conn()
+        #: whether the consumer may be the registered waiter or hold entries it never received
+        self._dirty = False
+        self._owes_cancel = False
+        #: delivery numbers the last get returned (get.lua 'cancel' leaves them alone)
+        self._received: list[str] = []
+        self._waited = True
+
+    # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
+
+    def _order_key(self, item: Any) -> bytes:
+        return b""
+
+    def _unwrap(self, item: bytes) -> bytes:
+        return item
+
+    # -- identity ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The queue's protocol name."""
+        return self._name
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix."""
+        return self._prefix
+
+    @property
+    def keys(self) -> QueueKeys:
+        """The Redis key names of this queue (the same as a sync handle's)."""
+        return self._keys
+
+    @property
+    def client_id(self) -> str:
+        """The identifier this handle writes to ``:producer``/``:consumer``."""
+        return self._client_id
+
+    def __repr__(self) -> str:
+        return (f"<pressure.aio.{type(self).__name__} name={self._name!r} prefix={self._prefix!r} "
+                f"url={self._link.config.url!r}>")
+
+    # -- scripts ----------------------------------------------------------------------
+
+    async def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
+                   *, mutating: bool = True) -> Any:
+        await self.open()
+        return await self._link.run(script + self._variant, keys, args, mutating=mutating)
+
+    async def open(self) -> AsyncQueue[T]:
+        """Create the queue if it does not exist, else attach to it (QueueExistsError if
+        ``maxsize`` was given and differs, or the queue is of another kind). Idempotent."""
+        if self._opened:
+            return self
+        k = self._keys
+        deadline = time.monotonic() + _CREATE_WAIT
+        while True:
+            status, stored = await self._link.run(
+                "create" + self._variant,
+                (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
+                 k.consumers, *(key for key in k.extension_keys() if key not in (k.kind, k.consumers))),
+                (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
+                 k.inflight_prefix, k.held_prefix, k.logs))
+            if status == -2:
+                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
+                raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
+                                       f"not a {self._KIND} queue")
+            if status != -1:
+                break
+            if time.monotonic() > deadline:
+                raise PressureError(f"queue {self._name!r} is being deleted, or an interrupted delete "
+                                    f"left its keys behind: cannot create it now")
+            await asyncio.sleep(0.02)
+        bound = self._parse_bound(stored)
+        if status == 0 and self._bound is not None and bound != self._bound:
+            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={bound}, "
+                                   f"not {self._bound}")
+        self._opened = True
+        return self
+
+    def _parse_bound(self, raw: bytes | str) -> int:
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+        if not (text.isascii() and text.isdigit() and len(text) <= 15):
+            raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
+        return int(text)
+
+    async def _missing(self, forget: bool = True) -> QueueDoesNotExist:
+        """The error for a queue that is gone (first removing what pressure kept beside it,
+        as the sync handle does, on mutating calls)."""
+        if forget:
+            k = self._keys
+            try:
+                await self._link.run("forget" + self._variant, (
+                    k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
+                    *(key for key in k.extension_keys() if key not in (k.waiter, k.consumers))),
+                    (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs))
+            except PressureError:
+                pass
+        return QueueDoesNotExist(f"queue {self._name!r} does not exist")
+
+    async def _raise_for(self, result: int) -> None:
+        if result == _CLOSED:
+            raise ShutDown(f"queue {self._name!r} is shut down")
+        if result == _NO_QUEUE:
+            raise await self._missing()
+        if result == _NEGATIVE:
+            raise ValueError(_TIMEOUT_MESSAGE)
+
+    # -- put --------------------------------------------------------------------------
+
+    def _payload(self, item: T) -> bytes:
+        payload = serializers.dumps(self._serializer, item)
+        if len(payload) >= SMALLEST_BULK_LIMIT:
+            self._link.errors.check_sizes([payload])  # (a sync round trip, only for items >= 1 MiB)
+        return payload
+
+    def _put_args(self, payload: bytes, order: bytes, negative: bool, took: str) -> list[bytes | str]:
+        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order]
+
+    async def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
+        """Put ``item`` into the queue, waiting for room if it is full (at most ``timeout``
+        seconds, then Full; ``block=False``: Full at once). ShutDown if closed.
+
+        Cancellation-safe: the put is one script on the server, so a cancelled put either
+        put the item or did not, never half (it may have put it if cancelled while the
+        script's reply was on its way)."""
+        await self.put_many([item], block, timeout)
+
+    async def put_nowait(self, item: T) -> None:
+        """Put ``item`` if there is room now, else raise Full (a round trip: awaitable)."""
+        await self.put(item, block=False)
+
+    async def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
+        """Put several items, in order, up to 1000 a round trip, as ``pressure.Queue.put_many``:
+        Full or ShutDown that ends it early carries ``items_put``."""
+        items = items if isinstance(items, (list, tuple)) else list(items)
+        payloads = [serializers.dumps(self._serializer, item) for item in items]
+        if not payloads:
+            return
+        self._link.errors.check_sizes(payloads)
+        orders = None if self._KIND == "fifo" else [self._order_key(item) for item in items]
+        wait = _timeout_value(timeout) if block else None
+        negative = block and wait is not None and wait < 0
+        await self.open()
+        total = len(payloads)
+        try:
+            await self._put_pending(payloads, orders, negative, block, wait)
+        except (Full, ShutDown) as exc:
+            exc.items_put = total - len(payloads)
+            raise
+
+    async def _put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
+                           block: bool, wait: float | None) -> None:
+        """The sync producer's ``put_pending``, awaited (see pressure/_producer.py)."""
+        link = self._link
+        took = "0"
+        now = time.monotonic()
+        deadline = now if not block else math.inf if wait is None else now + max(wait, 0.0)
+        busy_deadline = max(deadline, now + link.slice)
+        command = self._put_command
+        while True:
+            count = min(len(payloads), BATCH)
+            count = self._link.errors.batch_count(payloads, count) if count > 1 else count
+            args = self._put_args(payloads[0], orders[0] if orders else b"", negative, took)
+            more = payloads[1:count] if orders is None else [
+                arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
+            data = command.pack_items(args, more) if more else [command.pack(args)]
+            result = await link.shielded(link.pooled_script(command.name, data))
+            if isinstance(result, list):
+                result, went = result
+            else:
+                went = 1 if result >= 0 else 0
+            del payloads[:went]
+            if orders is not None:
+                del orders[:went]
+            if not payloads:
+                return
+            if went:
+                took = "0"
+                continue
+            await self._raise_for(result)
+            now = time.monotonic()
+            if result == _FULL:
+                if now >= deadline:
+                    raise Full(f"queue {self._name!r} is full")
+                # a lost reply (or a cancelled put) costs a wake-up, never an item or a token
+                popped = await link.command("BRPOP :not_full", "BRPOP", self._keys.not_full,
+                                            repr(max(min(link.slice, deadline - now), MIN_WAIT)))
+                took = "1" if popped else "0"
+            elif result == _BUSY:
+                if now >= busy_deadline:
+                    raise Full(f"queue {self._name!r}: the producer role is held by another client")
+                await asyncio.to_thread(self._roles.wait_for_role, PRODUCER, busy_deadline - now)
+                took = "0"
+            else:
+                raise ProtocolError(f"put script returned {result!r}")
+
+    # -- get --------------------------------------------------------------------------
+
+    async def get(self, block: bool = True, timeout: float | None = None) -> T:
+        """Remove and return an item, waiting for one (at most ``timeout`` seconds, then
+        Empty; ``block=False``: Empty at once). ShutDown once the queue is closed and drained.
+
+        Cancellation-safe: cancelled at any point (also by ``asyncio.timeout`` or
+        ``asyncio.wait_for``), it loses nothing and leaves no waiter behind: an item it was
+        handed goes back to this handle's inbox, for its next get."""
+        wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            await self._refuse_negative_timeout()
+        entries = await self._consume(lambda: self._receive(block, wait))
+        return entries[0]
+
+    async def get_nowait(self) -> T:
+        """Remove and return an item queued now, else raise Empty (a round trip: awaitable)."""
+        return await self.get(block=False)
+
+    async def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
+        """Remove and return up to ``max_items`` items (at most 1000 a call) in one round trip
+        when items are queued; with none there, wait as ``get`` does for the first one, and
+        return it with whatever came with it. Cancellation-safe as ``get``."""
+        max_items = _count("max_items", max_items)
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, not {max_items}")
+        wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            await self._refuse_negative_timeout()
+        return await self._consume(lambda: self._receive_many(max_items, block, wait))
+
+    async def _refuse_negative_timeout(self) -> None:
+        _, length, _, closed = await self._info()
+        if closed and length == 0:
+            raise ShutDown(f"queue {self._name!r} is shut down")
+        raise ValueError(_TIMEOUT_MESSAGE)
+
+    async def _consume(self, op: Any) -> list[T]:
+        """Run a get (``op``) holding the handle's consumer lock. If it ends with an error or
+        is cancelled while the consumer may be the waiter or hold entries it never received,
+        a clean-up task takes over the lock and gives everything back (``_abandon``)."""
+        await self.open()
+        await self._lock.acquire()  # cancelled here: nothing was done
+        handed_over = False
+        try:
+            if self._owes_cancel:
+                self._dirty = True
+                await self._exchange(self._cancel_data())
+                self._owes_cancel = self._dirty = False
+            return cast("list[T]", await op())
+        except BaseException:
+            if self._dirty:
+                self._link.keep(asyncio.ensure_future(self._abandon()))
+                handed_over = True
+            raise
+        finally:
+            if not handed_over:
+                self._lock.release()
+
+    async def _abandon(self) -> None:
+        """A get ended without returning what it may have been handed: let its exchange end
+        (unblocking a BLMOVE), then give the role and the entries back (get.lua 'cancel'),
+        and release the consumer lock. Runs as a task of its own, never cancelled."""
+        try:
+            pending = self._conn.pending
+            while pending is not None and not pending.done():
+                if self._conn.redis_id is not None:
+                    try:
+                        await self._link.command("CLIENT UNBLOCK", "CLIENT", "UNBLOCK", self._conn.redis_id)
+                    except PressureError:
+                        pass  # e.g. refused by an ACL: the BLMOVE ends within a slice anyway
+                await asyncio.wait({pending}, timeout=_UNBLOCK_EVERY)
+            try:
+                await self._exchange(self._cancel_data())
+                self._dirty = False
+            except PressureError:
+                self._owes_cancel = True  # sent again before this handle's next get
+        finally:
+            self._lock.release()
+
+    def _tail(self, mode: str, flag: str) -> list[bytes | str | int]:
+        k, cid = self._keys, self._cid
+        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self._record,
+                self._options.lease_ms, self._client_id]
+
+    def _cancel_data(self) -> list[bytes]:
+        k, cid = self._keys, self._cid
+        script = "get" + self._variant
+        return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys) + 3, *self._get_keys,
+                             k.inbox(cid), k.inflight(cid), k.held(cid), cid, "cancel", "0", self._record,
+                             self._options.lease_ms, self._client_id, *self._received)]
+
+    async def _exchange(self, data: list[bytes], replies: int = 1, script: str | None = "get") -> list[Any]:
+        """Send ``data`` on the handle's own connection and read its replies, in a task the
+        caller's cancellation never interrupts (kept in ``_conn.pending``). ``script``: the
+        data starts with a call of that script (of this kind): loaded first if need be."""
+        task = asyncio.ensure_future(self._exchange_once(data, replies, script))
+        self._conn.pending = task
+        return cast("list[Any]", await self._link.shielded_task(task))
+
+    async def _exchange_once(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
+        link, c = self._link, self._conn
+        if c.conn is None:
+            pool = link.client().connection_pool
+            c.conn = pool.connection_class(**pool.connection_kwargs)
+        conn = c.conn
+        if c.unread and conn.is_connected:
+            try:
+                await link.exchange(conn, [], c.unread, "a posted command", False)
+            except PressureError:
+                pass  # the connection was dropped: the command below goes on a new one
+        c.unread = 0
+        if not conn.is_connected:
+            (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
+            if not isinstance(c.redis_id, int):
+                c.redis_id = None
+        if script is not None:
+            name = script + self._variant
+            if name not in link.loaded:
+                await link.load(conn, name)
+                link.loaded.add(name)
+        out = await link.exchange(conn, data, replies, "script get", True)
+        if script is not None and isinstance(out[0], redis.exceptions.NoScriptError):
+            link.loaded.discard(script + self._variant)
+        return out
+
+    def _post_drop(self) -> None:
+        """The items of this get are in hand: drop what the consumer holds in Redis (its
+        in-flight list and held batch), without waiting for the reply, as the sync client
+        does; its reply is read before the next exchange. If it cannot be sent, the next
+        get drops them."""
+        c, k = self._conn, self._keys
+        writer = getattr(c.conn, "_writer", None)
+        if writer is None or not c.conn.is_connected:
+            return
+        try:
+            writer.write(pack_command("DEL", k.inflight(self._cid), k.held(self._cid)))
+        except Exception:  # noqa: BLE001 - not sent: the next get drops them
+            return
+        c.unread += 1
+
+    async def _sweep_if_due(self) -> None:
+        if time.monotonic() - self._roles.last_sweep > SWEEP_INTERVAL:
+            self._roles.last_sweep = time.monotonic()
+            await asyncio.to_thread(self._roles.sweep)
+
+    def _load(self, entry: bytes) -> tuple[str, T]:
+        seq, _, _, payload = _parse_entry(entry)
+        return seq, cast("T", serializers.loads(self._serializer, self._unwrap(payload)))
+
+    async def _dead_letter(self, seq: str) -> None:
+        await self._roles_run_requeue("release", self._cid, seq)
+
+    async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
+        k = self._keys
+        await self._link.run("requeue" + self._variant, (
+            k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
+            k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full),
+            (mode, k.inbox_prefix, k.inflight_prefix, "1", consumer, which, "", k.held_prefix))
+
+    async def _receive(self, block: bool, wait: float | None) -> list[T]:
+        """One item, in hand (marked received, its drop posted)."""
+        await self._sweep_if_due()
+        while True:
+            entry = await (self._block(wait) if block else self._nowait())
+            seq = _parse_entry(entry)[0]
+            try:
+                _, item = self._load(entry)
+            except DeserializationError:
+                self._dirty = False
+                await self._dead_letter(seq)  # never loads with this serializer: not lost
+                self._received = []
+                raise
+            self._received = [seq]
+            self._dirty = False
+            self._post_drop()
+            return [item]
+
+    async def _receive_many(self, n: int, block: bool, wait: float | None) -> list[T]:
+        await self._sweep_if_due()
+        items, received = await self._batch(n, keep=False)
+        if not items:
+            entry = await (self._block(wait) if block else self._nowait())
+            seq = _parse_entry(entry)[0]
+            try:
+                _, first = self._load(entry)
+            except DeserializationError:
+                self._dirty = False
+                await self._dead_letter(seq)
+                self._received = []
+                raise
+            items, received = [first], [seq]
+            if n > 1:
+                self._dirty = True  # the first item is not returned yet: a cancel gives it back
+                more, also = await self._batch(n - 1, keep=True)
+                items += more
+                received += also
+        self._received = received
+        self._dirty = False
+        self._post_drop()
+        return items
+
+    async def _batch(self, n: int, keep: bool) -> tuple[list[T], list[str]]:
+        """get.lua 'batch': up to ``n`` items queued now (and the delivery numbers received)."""
+        self._dirty = True
+        (result,) = await self._exchange([self._get_many_command.pack(
+            [*self._tail("batch", "k" if keep else "0"), n])])
+        if isinstance(result, redis.RedisError):
+            self._link.check(result, "script get", True)
+        if not isinstance(result, list):
+            self._dirty = keep
+            if result in (_EMPTY, _BUSY, _UNDRAINED):
+                return [], []
+            await self._raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        header = result.pop()
+        if not header.startswith(b"h:"):  # entries delivered earlier, from our inbox
+            entries = [*result, header]
+            items, seqs = [], []
+            for entry in entries:
+                seq, item = self._load(entry)
+                items.append(item)
+                seqs.append(seq)
+            return items, seqs
+        first, _, _ = _batch_header(header)
+        loads, unwrap = self._serializer.loads, self._unwrap
+        return [loads(unwrap(item)) for item in result], ["h%d" % first]
+
+    async def _nowait(self) -> bytes:
+        """get.lua 'nowait' (the sync consumer's ``nowait``)."""
+        busy_deadline = time.monotonic() + self._link.slice
+        recovered = False
+        while True:
+            self._dirty = True
+            (result,) = await self._exchange([self._get_command.pack(self._tail("nowait", "0"))])
+            if isinstance(result, bytes):
+                return result
+            if isinstance(result, redis.RedisError):
+                self._link.check(result, "script get", True)
+            self._dirty = False
+            await self._raise_for(result)
+            if result == _UNDRAINED and not recovered:
+                recovered = True
+                holders = await asyncio.to_thread(self._roles.recover_holders, self._cid)
+                if holders == "drained":
+                    raise ShutDown(f"queue {self._name!r} is shut down")
+                if holders == "recovered":
+                    continue
+            if result in (_EMPTY, _UNDRAINED):
+                raise Empty(f"queue {self._name!r} is empty")
+            if result != _BUSY:
+                raise ProtocolError(f"get script returned {result!r}")
+            now = time.monotonic()
+            if now >= busy_deadline:
+                raise Empty(f"queue {self._name!r}: the consumer role is held by another client")
+            await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, busy_deadline - now)
+
+    async def _block(self, wait: float | None) -> bytes:
+        """get.lua 'block' and BLMOVE (and 'woken'), pipelined: the sync consumer's ``block``."""
+        now = time.monotonic()
+        deadline = math.inf if wait is None else now + max(wait, 0.0)
+        busy_deadline = max(deadline, now + self._link.slice)
+        k, cid = self._keys, self._cid
+        inbox, inflight = k.inbox(cid), k.inflight(cid)
+        tail = self._tail("block", "0")
+        woken = self._get_command.pack(self._tail("woken", "0"))
+        waited, self._waited = self._waited, True
+        first = True
+        slice_ = min(self._link.slice, self._options.lease_ms / 3000)
+        timeout = _wait_time(slice_, deadline)
+        while True:
+            self._dirty = True
+            with_woken = waited or not first
+            blmove = pack_command("BLMOVE", inbox, inflight, "RIGHT", "LEFT", repr(timeout))
+            replies = await self._exchange(
+                [self._get_command.pack(tail) + blmove + (woken if with_woken else b"")],
+                3 if with_woken else 2)
+            status, reply = replies[0], replies[1]
+            taken = replies[2] if with_woken else None
+            tail[5] = "0"
+            if isinstance(reply, redis.RedisError):
+                self._link.check(reply, "BLMOVE after script get", True)
+            if reply is not None and not reply.startswith(b"s:"):
+                self._waited = not first
+                return cast(bytes, reply)
+            if isinstance(taken, bytes):
+                return taken
+            if isinstance(status, redis.RedisError):
+                if not isinstance(status, redis.exceptions.NoScriptError):
+                    self._link.check(status, "script get", True)
+            elif status == _WAITING:
+                if reply is None:
+                    if time.monotonic() >= deadline:
+                        return await self._cancel_wait()
+                    await asyncio.to_thread(self._roles.sweep)  # requeue what expired meanwhile
+            elif status == _UNDRAINED:
+                self._dirty = False
+                holders = await asyncio.to_thread(self._roles.recover_holders, cid)
+                if holders == "drained":
+                    raise ShutDown(f"queue {self._name!r} is shut down")
+                if holders == "wait":
+                    if time.monotonic() >= deadline:
+                        raise Empty(f"queue {self._name!r} is empty")
+                    tail[5] = "w"
+            else:
+                self._dirty = False
+                if status == _NO_QUEUE:  # deleted: our own lists are all that is left
+                    await self._link.command("DEL", "DEL", inbox, inflight, k.held(cid), mutating=True)
+                await self._raise_for(status)
+                if status == _BUSY:
+                    now = time.monotonic()
+                    if now >= busy_deadline:
+                        raise Empty(f"queue {self._name!r} is empty")
+                    await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, busy_deadline - now)
+                elif status != _DELIVERED:
+                    raise ProtocolError(f"get script returned {status!r}")
+            first = False
+            timeout = _wait_time(UNDRAINED_POLL if tail[5] == "w" else slice_, deadline)
+
+    async def _cancel_wait(self) -> bytes:
+        """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
+        (result,) = await self._exchange(self._cancel_data())
+        self._link.check(result, "script get", True)
+        self._dirty = False
+        if result == _DELIVERED:
+            return await self._nowait()
+        raise Empty(f"queue {self._name!r} is empty")
+
+    # -- size, state, tasks -------------------------------------------------------------
+
+    async def _info(self) -> tuple[int, int, int, bool]:
+        exists, length, bound, closed = await self._run("info", self._info_keys, (), mutating=False)
+        if not exists:
+            raise await self._missing(forget=False)
+        return exists, length, self._parse_bound(bound), bool(closed)
+
+    async def qsize(self) -> int:
+        """The number of items queued (a round trip: awaitable, unlike asyncio.Queue's)."""
+        return (await self._info())[1]
+
+    async def empty(self) -> bool:
+        """Whether the queue is empty now (awaitable)."""
+        return (await self._info())[1] == 0
+
+    async def full(self) -> bool:
+        """Whether the queue is at its bound now (awaitable)."""
+        _, length, bound, _ = await self._info()
+        return 0 < bound <= length
+
+    async def maxsize(self) -> int:
+        """The bound stored in Redis, 0 for none (awaitable: a method, not asyncio.Queue's
+        attribute, since every client may change it)."""
+        return (await self._info())[2]
+
+    async def is_shutdown(self) -> bool:
+        """Whether the queue is closed (asyncio.Queue's 3.13 name; awaitable)."""
+        return (await self._info())[3]
+
+    async def task_done(self) -> None:
+        """Mark one item as processed (by any client, for every client's ``join``). A round
+        trip, so awaitable, unlike asyncio.Queue's; ValueError if called more times than
+        items were put."""
+        k = self._keys
+        _, unfinished = await self._run("ack", (*self._task_keys, k.inflight(self._cid)), ("-", "1"))
+        if unfinished == -1:
+            raise ValueError("task_done() called too many times")
+        if unfinished == _NO_QUEUE:
+            raise await self._missing()
+
+    async def join(self) -> None:
+        """Wait until every item put (by any client) has been marked done."""
+        stream = self._keys.all_tasks_done
+        while True:
+            unfinished, last = await self._run("join_check", self._task_keys, (), mutating=False)
+            if unfinished == _NO_QUEUE:
+                raise await self._missing(forget=False)
+            if unfinished <= 0:
+                return
+            await self._link.command("XREAD", "XREAD", "BLOCK", max(int(self._link.slice * 1000), 1),
+                                     "STREAMS", stream, last)
+
+    # -- close, shutdown, delete, the handle ------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the queue for every client (protocol Close), as ``pressure.Queue.close``:
+        puts raise ShutDown, gets drain what is left, then raise ShutDown."""
+        k = self._keys
+        while True:
+            result = await self._run("close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full,
+                                               k.consumer_free, k.waiter, k.lease),
+                                     (self._client_id, k.inbox_prefix))
+            if result == _NO_QUEUE:
+                raise await self._missing()
+            if result != _BUSY:
+                return
+            await asyncio.to_thread(self._roles.wait_for_role, PRODUCER, self._link.slice)
+
+    async def shutdown(self, immediate: bool = False) -> None:
+        """``close()``; with ``immediate``, also discard what is queued (gets raise ShutDown
+        at once), as ``pressure.Queue.shutdown``."""
+        await self.close()
+        if not immediate:
+            return
+        k = self._keys
+        keys = (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
+                k.tasks_done, k.discarded, k.all_tasks_done)
+        while True:
+            result = await self._run("drain", keys, (self._client_id,))
+            if result == _NO_QUEUE:
+                raise await self._missing()
+            if result != _BUSY:
+                return
+            await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, self._link.slice)
+
+    async def disconnect(self) -> None:
+        """Let what cancelled calls left running end (clean-ups included), then close this
+        handle's connections (never a ``connection`` passed in). The queue is untouched."""
+        async with self._lock:
+            pass  # a clean-up holds it until done
+        await self._link.close()
+        conn, self._conn.conn = self._conn.conn, None
+        if conn is not None:
+            await conn.disconnect()
+        await asyncio.to_thread(self._roles.backend.disconnect)
+
+    async def __aenter__(self) -> AsyncQueue[T]:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.disconnect()
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[T]:
+        """Items until the queue is closed and drained (ShutDown ends the iteration)."""
+        while True:
+            try:
+                item = await self.get()
+            except ShutDown:
+                return
+            yield item
+
+
+class AsyncLifoQueue(AsyncQueue[T]):
+    """``pressure.LifoQueue`` for asyncio: the newest item first (keys under
+    ``<prefix>:lifo:<name>``)."""
+
+    _KIND = "lifo"
+
+    def _unwrap(self, item: bytes) -> bytes:  # as pressure.ordered._OrderedQueue._unwrap
+        length = int(item[-8:])
+        return item[length + 16:-8]
+
+
+class AsyncPriorityQueue(AsyncLifoQueue[T]):
+    """``pressure.PriorityQueue`` for asyncio: the lowest item first, as ``heapq`` gives."""
+
+    _KIND = "priority"
+
+    def _order_key(self, item: Any) -> bytes:
+        return order_key(item)

@@ -1,0 +1,264 @@
+"""pressure.aio against a real server: the asyncio.Queue surface, cancellation safety (a
+cancelled get loses nothing and leaves no waiter), interop with sync handles on one queue,
+and the executor bridge. Each test runs its own event loop (asyncio.run)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+from pressure.aio import AsyncLifoQueue, AsyncPriorityQueue, AsyncQueue, Empty, Full, ShutDown
+
+from .helpers import assert_invariants
+
+
+def _sync(url: str, prefix: str, name: str = "q", **kw: Any) -> pressure.Queue[Any]:
+    return pressure.Queue(name, url=url, prefix=prefix, **kw)
+
+
+def _check(r: redis.Redis, url: str, prefix: str, name: str = "q") -> None:
+    """The protocol invariants, and no waiter left registered."""
+    q = _sync(url, prefix, name)
+    try:
+        assert_invariants(r, q)
+        assert r.get(q.keys.waiter) is None, "a waiter was left registered"
+    finally:
+        q.disconnect()
+
+
+def test_import_pressure_does_not_import_aio() -> None:
+    # (redis-py itself imports redis.asyncio on `import redis`: not checked)
+    code = ("import sys, pressure; assert 'pressure.aio' not in sys.modules; "
+            "import pressure.aio; "
+            "assert pressure.aio.AsyncQueue")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_exceptions_are_pressures_and_asyncios() -> None:
+    assert issubclass(Empty, pressure.Empty) and issubclass(Empty, asyncio.QueueEmpty)
+    assert issubclass(Full, pressure.Full) and issubclass(Full, asyncio.QueueFull)
+    assert ShutDown is pressure.ShutDown
+
+
+def test_basic_surface(url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[Any]("q", 3, url=url, prefix=prefix) as q:
+            assert await q.empty() and await q.qsize() == 0 and await q.maxsize() == 3
+            await q.put(1)
+            await q.put_nowait({"two": 2})
+            await q.put_many([3])
+            assert await q.full()
+            with pytest.raises(asyncio.QueueFull):
+                await q.put_nowait(4)
+            with pytest.raises(pressure.Full):
+                await q.put(4, timeout=0.05)
+            assert await q.get() == 1
+            assert await q.get_nowait() == {"two": 2}
+            assert await q.get_many(10) == [3]
+            with pytest.raises(asyncio.QueueEmpty):
+                await q.get_nowait()
+            t0 = time.monotonic()
+            with pytest.raises(pressure.Empty):
+                await q.get(timeout=0.2)
+            assert time.monotonic() - t0 >= 0.15
+            for _ in range(3):
+                await q.task_done()
+            with pytest.raises(ValueError):
+                await q.task_done()
+            await q.join()
+            await q.put_many(range(3))
+            await q.close()
+            with pytest.raises(ShutDown):
+                await q.put(9)
+            assert [x async for x in q] == [0, 1, 2]
+            assert await q.is_shutdown()
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+def test_blocking_get_is_woken_by_a_put(url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+            getter = asyncio.create_task(q.get())
+            await asyncio.sleep(0.2)
+            assert not getter.done()
+            await q.put(7)
+            assert await asyncio.wait_for(getter, 2) == 7
+            # two gets on one handle: served one after the other
+            a, b = asyncio.create_task(q.get()), asyncio.create_task(q.get())
+            await asyncio.sleep(0.1)
+            await q.put_many([1, 2])
+            assert sorted(await asyncio.gather(a, b)) == [1, 2]
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+def test_timeouts_by_asyncio_leave_no_waiter(url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await q.get()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(q.get(), 0.2)
+            await q.put(5)
+            assert await q.get(timeout=1) == 5
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [AsyncQueue, AsyncLifoQueue, AsyncPriorityQueue])
+def test_cancelled_gets_lose_nothing(url: str, prefix: str, r: redis.Redis, cls: type[AsyncQueue[int]]) -> None:
+    """Hundreds of gets cancelled at random points while a producer puts: every item is got
+    exactly once, and no waiter is left."""
+    n = 400
+    rng = random.Random(17)
+
+    async def main() -> list[int]:
+        got: list[int] = []
+        async with cls("q", url=url, prefix=prefix) as consumer, cls("q", url=url, prefix=prefix) as producer:
+            async def produce() -> None:
+                for i in range(n):
+                    await producer.put(i)
+                    await asyncio.sleep(rng.random() * 0.006)  # the consumer often waits
+
+            task = asyncio.create_task(produce())
+            cancelled = 0
+            while len(got) < n:
+                getter = asyncio.create_task(consumer.get() if rng.random() < 0.8 else consumer.get_many(3))
+                await asyncio.sleep(rng.random() * 0.003)
+                if rng.random() < 0.6 and getter.cancel():
+                    cancelled += 1
+                try:
+                    value = await getter
+                except asyncio.CancelledError:
+                    continue
+                got += value if isinstance(value, list) else [value]
+            await task
+            assert cancelled > 100
+            with pytest.raises(Empty):
+                await consumer.get(timeout=0.1)
+        return got
+
+    got = asyncio.run(main())
+    assert sorted(got) == list(range(n)), "an item was lost or got twice"
+    _check(r, url, prefix)
+
+
+def test_cancelled_put_is_all_or_nothing(url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[int]("q", 1, url=url, prefix=prefix) as q:
+            await q.put(0)
+            putter = asyncio.create_task(q.put(1))  # waits for room
+            await asyncio.sleep(0.1)
+            putter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await putter
+            assert await q.get() == 0
+            await q.put(2, timeout=2)  # the permit the cancelled put may have taken is not lost for long
+            assert await q.get() == 2
+            assert await q.qsize() == 0
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+def test_sync_producer_async_consumer(url: str, prefix: str, r: redis.Redis) -> None:
+    sync = _sync(url, prefix, maxsize=10)
+
+    async def main() -> list[int]:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+            loop = asyncio.get_running_loop()
+            producer = loop.run_in_executor(None, lambda: [sync.put(i) for i in range(200)] and sync.close())
+            got = [item async for item in q]
+            await producer
+            return got
+
+    assert asyncio.run(main()) == list(range(200))
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_async_producer_sync_consumer(url: str, prefix: str, r: redis.Redis) -> None:
+    sync = _sync(url, prefix, maxsize=10)
+
+    async def main() -> list[Any]:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+            loop = asyncio.get_running_loop()
+            consumer = loop.run_in_executor(None, lambda: list(sync))
+            for i in range(100):
+                await q.put(i)
+            await q.put_many(range(100, 200))
+            await q.close()
+            return await consumer
+
+    assert asyncio.run(main()) == list(range(200))
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_async_get_waiting_is_served_by_a_sync_put_and_kinds_match(url: str, prefix: str, r: redis.Redis) -> None:
+    sync_p = pressure.PriorityQueue("p", url=url, prefix=prefix)
+
+    async def main() -> None:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+            getter = asyncio.create_task(q.get())
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(lambda: _sync(url, prefix).put(42))
+            assert await asyncio.wait_for(getter, 2) == 42
+        async with AsyncPriorityQueue[int]("p", url=url, prefix=prefix) as p:
+            await p.put_many([5, 1, 3])
+            assert await asyncio.to_thread(sync_p.get) == 1
+            await asyncio.to_thread(sync_p.put, 0)
+            assert await p.get_many(5) == [0, 3, 5]
+        wrong = AsyncQueue[int]("q", 99, url=url, prefix=prefix)
+        with pytest.raises(pressure.QueueExistsError):  # created unbounded by the sync handle
+            await wrong.open()
+        await wrong.disconnect()
+
+    asyncio.run(main())
+    sync_p.disconnect()
+    _check(r, url, prefix)
+
+
+def test_plain_spec_client_interop(url: str, prefix: str, r: redis.Redis) -> None:
+    from pressure.testing.spec_client import SpecClient
+
+    async def main() -> None:
+        async with AsyncQueue[bytes]("q", url=url, prefix=prefix, serializer="bytes") as q:
+            spec = SpecClient(r, "q", prefix=prefix)
+            await asyncio.to_thread(spec.put, b"from spec")
+            assert await q.get(timeout=1) == b"from spec"
+            await q.put(b"from aio")
+            assert await asyncio.to_thread(spec.get) == b"from aio"
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_executor_bridge(url: str, prefix: str) -> None:
+    """pressure.Executor is a concurrent.futures.Executor: loop.run_in_executor takes it."""
+    from pressure.executor import Executor
+
+    with Executor(max_workers=2, url=url, prefix=prefix) as executor:
+        async def main() -> list[int]:
+            loop = asyncio.get_running_loop()
+            return list(await asyncio.gather(*(loop.run_in_executor(executor, _square, i) for i in range(5))))
+
+        assert asyncio.run(main()) == [0, 1, 4, 9, 16]
