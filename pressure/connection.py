@@ -55,7 +55,7 @@ from .errors import (
     TLSError,
 )
 
-__all__ = ["ConnectionConfig", "Backend", "PackedScript", "SCRIPT_NAMES", "refused_for_now"]
+__all__ = ["ConnectionConfig", "Backend", "PackedScript", "refused_for_now"]
 
 _R = TypeVar("_R")
 
@@ -68,32 +68,6 @@ _FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 #: The smallest ``proto-max-bulk-len`` Redis accepts: a shorter argument never needs the check.
 SMALLEST_BULK_LIMIT = 1024 * 1024
-
-SCRIPT_NAMES = (
-    "create",
-    "put",
-    "get",
-    "ack",
-    "requeue",
-    "restore",
-    "repair",
-    "kick",
-    "close",
-    "drain",
-    "join_check",
-    "info",
-    "set_bound",
-    "delete",
-    "forget",
-    "touch",
-    "claim",
-    "settle",
-    "submit",
-    "cancel",
-    "log_append",
-    "log_commit",
-)
-
 
 #: send() flag that holds a small command in the kernel until the next one (Linux)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
