@@ -42,9 +42,9 @@ entry handed over in that instant stays in A's inbox for A's next get.
 
 A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, waiting
 for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
-dead holders, the sweep), ``reliable`` (``Delivery`` and settling, in_flight, dead letters,
-repair: a base class of ``Queue``), ``_records`` (what the server replies) and
-``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
+dead holders, the sweep), ``reliable`` (``Delivery`` and settling, task_done and join,
+in_flight, dead letters, repair: a base class of ``Queue``), ``_records`` (what the server
+replies), ``_scripts`` (the lifecycle scripts' bindings) and ``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
 them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
 only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
 """
@@ -66,9 +66,8 @@ from . import serializers
 from ._consumer import _Consumer
 from ._producer import _Producer
 from ._records import _CLOSED, _NEGATIVE, _NO_QUEUE, DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (CLOSE, CREATE, DELETE, DRAIN, FORGET, INFO, JOIN_CHECK, SET_BOUND, TASK_KEYS,
-                       CloseStatus, CreateStatus, DeleteStatus, DrainStatus, JoinCheckStatus, QueueScript,
-                       SetBoundStatus)
+from ._scripts import (CLOSE, CREATE, DELETE, DRAIN, FORGET, INFO, SET_BOUND, TASK_KEYS, CloseStatus,
+                       CreateStatus, DeleteStatus, DrainStatus, QueueScript, SetBoundStatus)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
@@ -627,61 +626,6 @@ class Queue(Reliability[T]):
             producer=None if producer is None else producer.decode(errors="replace"),
             consumer=None if consumer is None else consumer.decode(errors="replace"),
         )
-
-    # -- task tracking ------------------------------------------------------------
-
-    def task_done(self) -> None:
-        """Indicate that a formerly enqueued task is complete.
-
-        Used by queue consumer threads or processes, on any host. For each
-        get() used to fetch a task, a subsequent call to task_done() tells the
-        queue that the processing on the task is complete. If a join() is
-        currently blocking, it will resume when all items have been processed.
-        Raises a ValueError if called more times than there were items
-        placed in the queue.
-
-        In reliable mode it acknowledges this handle's oldest delivery, exactly once: if
-        it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
-        that same delivery's count, never a second one.
-        """
-        unacked = self._consumer.unacked
-        if self._options.reliable and unacked:
-            self._ack(unacked[0], task_done=True)  # acknowledges the oldest delivery
-            return
-        _, unfinished = self._backend.script(
-            self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
-        if unfinished == -1:
-            raise ValueError("task_done() called too many times")
-        if unfinished == _NO_QUEUE:
-            raise self._missing()
-
-    @property
-    def unfinished_tasks(self) -> int:
-        """Items put (by any client) and not yet marked done."""
-        unfinished, _ = self._call(JOIN_CHECK, mutating=False)
-        if unfinished == JoinCheckStatus.NO_QUEUE:
-            raise self._missing(forget=False)
-        return int(unfinished)
-
-    def join(self) -> None:
-        """Blocks until all items in the queue have been gotten and processed.
-
-        The count of unfinished tasks goes up whenever an item is added to the
-        queue, by any client. The count goes down whenever a consumer calls
-        task_done() to indicate that the item was retrieved and all work on it
-        is complete. When the count of unfinished tasks drops to zero, join()
-        unblocks.
-        """
-        backend = self._backend
-        stream = self._keys.all_tasks_done
-        while True:
-            unfinished, last = self._call(JOIN_CHECK, mutating=False)
-            if unfinished == JoinCheckStatus.NO_QUEUE:
-                raise self._missing(forget=False)
-            if unfinished <= 0:
-                return
-            backend.call("XREAD", backend.client().xread, {stream: last},
-                         block=max(int(backend.slice * 1000), 1))
 
     # -- close, shutdown, delete ----------------------------------------------------
 
