@@ -1,10 +1,12 @@
 """Where the queue's Redis is, and one process's connection to it.
 
-``ConnectionConfig`` is a picklable description of the server (so a queue
-handle can cross to another process or host); ``Backend`` turns it into
-connections once per process (and thread), runs the Lua scripts with EVALSHA
-(loading them on NOSCRIPT), and turns redis-py errors into pressure's typed
-errors.
+``ConnectionConfig`` (pressure/config.py, importable from here too) is a
+picklable description of the server (so a queue handle can cross to another
+process or host); ``Backend`` turns it into connections once per process (and
+thread) and turns redis-py errors into pressure's typed errors (its base ``Wire``,
+pressure/_wire.py), and runs the Lua scripts with EVALSHA, loading them on NOSCRIPT
+(their text and encoding: pressure/_packing.py). Every name of those modules is
+importable from here.
 
 Our own clients never retry a command by themselves: redis-py 8 retries on
 timeouts by default, and re-sending a script whose reply was lost would
@@ -14,492 +16,55 @@ settings; give it ``retry=Retry(NoBackoff(), 0)`` for the same guarantee.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.resources
-import os
-import re
-import select
-import socket
-import ssl
-import threading
-import time
-import weakref
-from collections.abc import Callable, Sequence
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar
-from urllib.parse import quote
+from collections.abc import Sequence
+from typing import Any
 
 import redis
-import redis.sentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from . import identity
+# commands encoded in RESP: their own module, every name importable from here as before
+from ._packing import _LARGE as _LARGE
+from ._packing import PackedScript as PackedScript
+from ._packing import _bulk as _bulk
+from ._packing import _bulk_name as _bulk_name
+from ._packing import _script_sha as _script_sha
+from ._packing import _script_source as _script_source
+from ._packing import pack_command as pack_command
 from .durability import Durability
-from .sentinel import SCHEMES as SENTINEL_SCHEMES
-from .sentinel import SentinelSettings, parse_sentinel_url, settings_of_pool
-from .errors import (
-    AuthenticationError,
-    BackendError,
-    ItemTooLarge,
-    NotReplicated,
-    OutcomeUnknown,
-    PermissionDenied,
-    PressureError,
-    ProtocolError,
-    TLSError,
-)
+# where the server is: its own module, every name importable from here as before
+from .config import PASSWORD_ENV as PASSWORD_ENV
+from .config import SOCKET_CONNECT_TIMEOUT as SOCKET_CONNECT_TIMEOUT
+from .config import SOCKET_TIMEOUT as SOCKET_TIMEOUT
+from .config import ConnectionConfig as ConnectionConfig
+from .config import without_password as without_password
+# the connections, sending and reading, error translation: Backend's base, names importable here too
+from ._wire import _FIRST_PAUSE as _FIRST_PAUSE
+from ._wire import _FOR_NOW as _FOR_NOW
+from ._wire import _LAST_PAUSE as _LAST_PAUSE
+from ._wire import _MSG_MORE as _MSG_MORE
+from ._wire import BLOCK_SLICE as BLOCK_SLICE
+from ._wire import Wire as Wire
+from ._wire import _dropped_with as _dropped_with
+from ._wire import _new_connection as _new_connection
+from ._wire import _pending as _pending
+from ._wire import _RetryLater as _RetryLater
+from ._wire import _ThreadState as _ThreadState
+from ._wire import _tls_hint as _tls_hint
+from ._wire import refused_for_now as refused_for_now
+from .errors import BackendError, ItemTooLarge, NotReplicated, PressureError, ProtocolError
 
-__all__ = ["ConnectionConfig", "Backend", "PackedScript", "SCRIPT_NAMES", "refused_for_now"]
+__all__ = ["ConnectionConfig", "Backend", "PackedScript", "refused_for_now"]
 
-_R = TypeVar("_R")
-
-#: The longest single server-side wait; blocking calls loop over such waits,
-#: re-checking their deadline, so no wait is ever "0 = forever".
-BLOCK_SLICE = 1.0
-#: Defaults for clients pressure builds itself.
-SOCKET_CONNECT_TIMEOUT = 3.0
-SOCKET_TIMEOUT = 5.0
-#: The pauses between sends of a command the server refused for now (LOADING, BUSY...).
-_FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
 #: Redis's default ``proto-max-bulk-len``, assumed where CONFIG GET is refused.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 #: The smallest ``proto-max-bulk-len`` Redis accepts: a shorter argument never needs the check.
 SMALLEST_BULK_LIMIT = 1024 * 1024
 
-SCRIPT_NAMES = (
-    "create",
-    "put",
-    "get",
-    "ack",
-    "requeue",
-    "restore",
-    "repair",
-    "kick",
-    "close",
-    "drain",
-    "join_check",
-    "info",
-    "set_bound",
-    "delete",
-    "forget",
-    "touch",
-    "claim",
-    "settle",
-    "submit",
-    "cancel",
-    "log_append",
-    "log_commit",
-)
 
-# connection kwargs that are plain data and survive pickling
-_PLAIN = (str, int, float, bool, bytes, type(None))
-_DROP = {"retry", "retry_on_error", "connection_pool", "orig_host_address", "orig_socket_timeout",
-         "orig_socket_connect_timeout"}
-
-
-@functools.cache
-def _script_source(name: str) -> str:
-    """The text of script ``<script>`` (a FIFO queue's) or ``<script>@lifo`` /
-    ``<script>@priority``: the shared functions of lua/lib.lua, the item
-    functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua),
-    then the script itself. Each kind is a script of its own (its own SHA1),
-    so no script asks at run time what kind of queue it serves."""
-    script, _, kind = name.partition("@")
-    folder = importlib.resources.files("pressure") / "lua"
-    if kind in ("", "fifo"):
-        items = (folder / "items_list.lua").read_text("utf-8")
-    elif kind in ("lifo", "priority"):
-        items = f"local LIFO = {'true' if kind == 'lifo' else 'false'}\n" + (
-            folder / "items_zset.lua").read_text("utf-8")
-    else:
-        raise ValueError(f"no such kind of queue: {kind!r}")
-    return "\n".join(((folder / "lib.lua").read_text("utf-8"), items,
-                       (folder / f"{script}.lua").read_text("utf-8")))
-
-
-@functools.cache
-def _script_sha(name: str) -> str:
-    return hashlib.sha1(_script_source(name).encode()).hexdigest()
-
-
-#: An argument at least this long is sent as it is, not copied into the command's buffer.
-_LARGE = 16384
-
-
-def pack_command(*args: bytes | str | int) -> bytes:
-    """One command in RESP, for ``Backend.post``."""
-    return b"*%d\r\n" % len(args) + b"".join(map(_bulk, args))
-
-
-def _bulk(value: bytes | str | int) -> bytes:
-    if isinstance(value, (str, int)):
-        return _bulk_name(value)
-    return b"$%d\r\n%b\r\n" % (len(value), value)  # a payload: never cached
-
-
-@functools.lru_cache(maxsize=1024)
-def _bulk_name(value: str | int) -> bytes:
-    """A key, identifier, mode or number, encoded once: the same few recur on every call."""
-    data = value.encode() if isinstance(value, str) else b"%d" % value
-    return b"$%d\r\n%b\r\n" % (len(data), data)
-
-
-class PackedScript:
-    """A script call whose constant part is encoded once: the RESP array header,
-    EVALSHA, the script's SHA1, the key count and the queue's fixed keys. Each
-    call appends only what varies (per-thread keys and ARGV)."""
-
-    __slots__ = ("name", "_head", "_tail_len", "_parts", "_count")
-
-    def __init__(self, name: str, fixed_keys: Sequence[str], extra_keys: int, args: int) -> None:
-        self.name = name
-        parts = [b"EVALSHA", _script_sha(name).encode(), b"%d" % (len(fixed_keys) + extra_keys),
-                 *(key.encode() for key in fixed_keys)]
-        self._tail_len = extra_keys + args
-        self._count = len(parts)
-        self._parts = b"".join(map(_bulk, parts))
-        self._head = b"*%d\r\n" % (self._count + self._tail_len) + self._parts
-
-    def pack(self, tail: Sequence[bytes | str | int]) -> bytes:
-        """The whole command, ``tail`` being the per-call keys and arguments."""
-        if len(tail) != self._tail_len:
-            raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
-        return self._head + b"".join(map(_bulk, tail))
-
-    def pack_items(self, tail: Sequence[bytes | str | int], items: Sequence[bytes]) -> list[bytes]:
-        """The whole command with the usual arguments and then ``items`` (put_many's), as
-        chunks to send one after the other: small items are joined, a large one is a chunk
-        of its own, never copied."""
-        if len(tail) != self._tail_len:
-            raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
-        chunks: list[bytes] = []
-        small = [b"*%d\r\n" % (self._count + len(tail) + len(items)), self._parts, *map(_bulk, tail)]
-        for item in items:
-            if len(item) < _LARGE:
-                small.append(b"$%d\r\n%b\r\n" % (len(item), item))
-            else:
-                small.append(b"$%d\r\n" % len(item))
-                chunks += (b"".join(small), item)
-                small = [b"\r\n"]
-        chunks.append(b"".join(small))
-        return chunks
-
-
-#: send() flag that holds a small command in the kernel until the next one (Linux)
-_MSG_MORE = getattr(socket, "MSG_MORE", 0)
-
-
-def _pending(conn: redis.connection.AbstractConnection) -> bytes | None:
-    """What waits to be read on this connection's socket, without reading it: None if
-    nothing (or no socket, or an in-process fake), b"" if the server has closed it (a
-    pending EOF), else the first byte of a reply not read yet.
-
-    A zero-timeout poll first (a socket with a timeout would otherwise wait that long
-    inside recv), then a peek: nothing is read, and a healthy idle connection has
-    nothing to read.
-    """
-    sock = getattr(conn, "_sock", None)
-    if not isinstance(sock, socket.socket):
-        return None
-    try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        if not poller.poll(0):
-            return None
-        return bytes(sock.recv(1, socket.MSG_PEEK))
-    except OSError:
-        return b""
-
-
-def without_password(text: str) -> str:
-    """``text`` with the password of any URL in it masked: ``redis://user:***@host``, and a
-    Sentinel URL's ``sentinel_password=***``."""
-    text = re.sub(r"(://[^:/@\s]*:)[^/\s]*@", r"\1***@", text)
-    return re.sub(r"([?&]sentinel_password=)[^&#\s]*", r"\1***", text)
-
-
-class _ThreadState(threading.local):
-    pid = -1
-    connection: redis.connection.AbstractConnection | None = None
-    client_id: str | None = None
-    #: replies of commands sent by ``Backend.post`` still to read on ``connection``
-    unread = 0
-
-
-@dataclass(frozen=True)
-class ConnectionConfig:
-    """A picklable description of a Redis server: a connection class and its plain kwargs,
-    and for a Sentinel deployment the sentinels that name the master (``sentinel``): then
-    ``kwargs`` are the options of connections to the master, whose address only the
-    sentinels give."""
-
-    connection_class: type[redis.connection.AbstractConnection]
-    kwargs: tuple[tuple[str, Any], ...] = field(default=())
-    sentinel: SentinelSettings | None = None
-    #: Which setting chose this server (``url=``, ``REDIS_URL``...): errors say so
-    origin: str = field(default="", compare=False)
-
-    def __repr__(self) -> str:  # never the password
-        kwargs = tuple((k, "***" if k == "password" and v else v) for k, v in self.kwargs)
-        more = "" if self.sentinel is None else f", sentinel={self.sentinel!r}"
-        return f"ConnectionConfig(connection_class={self.connection_class.__name__}, kwargs={kwargs!r}{more})"
-
-    @classmethod
-    def resolve(cls, url: str | None = None, connection: redis.Redis | None = None) -> ConnectionConfig:
-        """The server of a handle: ``url``, or the pool of ``connection`` (not both), else
-        ``from_environment()``."""
-        if url is not None and not isinstance(url, str):
-            raise TypeError(f"url must be a str, not {type(url).__name__}")
-        if connection is not None and not isinstance(connection, redis.Redis):
-            raise TypeError(f"connection must be a redis.Redis client, not {type(connection).__name__}")
-        if url is not None and connection is not None:
-            raise ValueError("pass either url or connection, not both")
-        if connection is not None:
-            return dataclasses.replace(cls.from_pool(connection.connection_pool), origin="connection=")
-        if url is not None:
-            return dataclasses.replace(cls.from_url(url), origin="url=")
-        return cls.from_environment()
-
-    @classmethod
-    def from_url(cls, url: str) -> ConnectionConfig:
-        """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Sentinel deployment's
-        ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` (and
-        ``rediss+sentinel://``: see pressure.sentinel.parse_sentinel_url)."""
-        if not isinstance(url, str):
-            raise TypeError(f"url must be a str, not {type(url).__name__}")
-        try:
-            if url.partition("://")[0].lower() in SENTINEL_SCHEMES:
-                settings, kwargs = parse_sentinel_url(url)
-                tls = url.lower().startswith("rediss")
-                connection_class = (redis.sentinel.SentinelManagedSSLConnection if tls
-                                    else redis.sentinel.SentinelManagedConnection)
-                return cls(connection_class, tuple(sorted(kwargs.items())), settings)
-            pool = redis.ConnectionPool.from_url(url)
-        except ValueError as exc:
-            raise ValueError(f"invalid Redis URL {without_password(url)!r}: "
-                             f"{without_password(str(exc))}") from None
-        return cls.from_pool(pool)
-
-    @classmethod
-    def from_pool(cls, pool: redis.ConnectionPool) -> ConnectionConfig:
-        """The description of the server ``pool`` connects to; for a Sentinel master's pool,
-        its sentinels (the master's address is theirs to give, never copied)."""
-        settings = settings_of_pool(pool)
-        drop = _DROP if settings is None else _DROP | {"host", "port"}
-        kwargs = {
-            k: v
-            for k, v in pool.connection_kwargs.items()
-            if k not in drop and isinstance(v, _PLAIN)
-        }
-        return cls(pool.connection_class, tuple(sorted(kwargs.items())), settings)
-
-    @classmethod
-    def from_environment(cls, env: os._Environ[str] | dict[str, str] = os.environ) -> ConnectionConfig:
-        """``REDIS_URL``, else the spec's ``REDIS_SERVER``/``REDIS_PORT``/``REDIS_DB``, else defaults."""
-        if env.get("REDIS_URL"):
-            return dataclasses.replace(cls.from_url(env["REDIS_URL"]), origin="REDIS_URL")
-        host = env.get("REDIS_SERVER") or "127.0.0.1"
-        port = env.get("REDIS_PORT") or "6379"
-        db = env.get("REDIS_DB") or "0"
-        for var, value in (("REDIS_PORT", port), ("REDIS_DB", db)):
-            if not value.isdigit():
-                raise ValueError(f"{var} must be a non-negative integer, not {value!r}")
-        named = [var for var in ("REDIS_SERVER", "REDIS_PORT", "REDIS_DB") if env.get(var)]
-        origin = (", ".join(named) + " (the rest defaults)" if named else
-                  "the default: no url= or connection=, and no REDIS_URL or REDIS_SERVER in the environment")
-        return cls(redis.Connection, (("db", int(db)), ("host", host), ("port", int(port))), origin=origin)
-
-    @property
-    def url(self) -> str:
-        """A URL naming the server, without the password."""
-        kw = dict(self.kwargs)
-        db = kw.get("db", 0)
-        if self.sentinel is not None:
-            return self.sentinel.url(issubclass(self.connection_class, redis.SSLConnection),
-                                     kw.get("username"), db)
-        if "path" in kw:
-            return f"unix://{kw['path']}?db={db}"
-        scheme = "rediss" if issubclass(self.connection_class, redis.SSLConnection) else "redis"
-        user = f"{quote(str(kw['username']))}@" if kw.get("username") else ""
-        return f"{scheme}://{user}{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
-
-    def new_client(self) -> redis.Redis:
-        kw = dict(self.kwargs)
-        if not kw.get("password") and os.environ.get(PASSWORD_ENV):
-            # read here, in each process, never stored: a pickled handle does not carry it
-            kw["password"] = os.environ[PASSWORD_ENV]
-        kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
-        if kw.get("socket_timeout") is None:
-            kw["socket_timeout"] = SOCKET_TIMEOUT
-        if self.sentinel is not None:
-            sentinel: Any = self.sentinel.sentinel(**kw)
-            master: redis.Redis = sentinel.master_for(
-                self.sentinel.service, connection_class=self.connection_class,
-                retry=Retry(NoBackoff(), 0), **kw)
-            return master
-        pool = redis.ConnectionPool(
-            connection_class=self.connection_class, retry=Retry(NoBackoff(), 0), **kw
-        )
-        return redis.Redis(connection_pool=pool)
-
-
-#: The password of a URL (or connection) that names none, read from the environment of each
-#: process that connects: it never travels with a pickled handle, as a URL's password does.
-PASSWORD_ENV = "PRESSURE_REDIS_PASSWORD"
-
-#: The error codes of replies that refuse a command for now (see refused_for_now).
-_FOR_NOW = ("LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "READONLY ")
-
-
-class _RetryLater(Exception):
-    """A command the server refused for now (see ``refused_for_now``): it did not run."""
-
-    def __init__(self, error: redis.RedisError) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def refused_for_now(error: object) -> bool:
-    """Whether ``error`` is a reply refusing a command for now: the server is loading its data
-    (LOADING), running a long script (BUSY), a replica cut off from its master (MASTERDOWN),
-    a cluster in flux (TRYAGAIN, CLUSTERDOWN), short of replicas (NOREPLICAS) or a replica
-    now, e.g. a master demoted by a failover (READONLY: a replica accepts no write, so a
-    script refused so wrote nothing). The command did not run, and may run if sent again
-    (through Sentinel, on the master the sentinels name then)."""
-    if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError)):
-        return True
-    if isinstance(error, redis.ConnectionError) and isinstance(error.__context__, redis.exceptions.ReadOnlyError):
-        return True  # a Sentinel-managed connection's READONLY: it dropped the connection
-    if not isinstance(error, redis.ResponseError):
-        return False
-    text = str(error)
-    # redis-py prefixes a pipeline's error with the command's number; EXECABORT names the reason
-    for prefix in ("caused error: ", "because of: "):
-        text = text.rpartition(prefix)[2]
-    return text.startswith(_FOR_NOW)
-
-
-
-def _new_connection(pool: redis.ConnectionPool) -> redis.connection.AbstractConnection:
-    """A new connection made as ``pool`` makes its own (its class, with its options: for a
-    Sentinel pool, a connection that asks the sentinels for the master as it connects), but
-    not counted against the pool's ``max_connections``: it is never handed back to the pool."""
-    return pool.connection_class(**pool.connection_kwargs)  # type: ignore[no-any-return]
-
-
-def _tls_hint(text: str) -> str | None:
-    """What a failed TLS handshake's error means, or None if it is not one."""
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        return ("this client does not trust the server's certificate (is ssl_ca_certs the CA that signed "
-                "it, and does it name the URL's host?)")
-    if "CERTIFICATE_REQUIRED" in text or "EOF occurred in violation of protocol" in text or "UNKNOWN_CA" in text:
-        return ("the server refused this client: it requires a client certificate signed by a CA it trusts "
-                "(ssl_certfile and ssl_keyfile in the URL)")
-    if "SSL" in text or "TLS" in text:
-        return "see the error"
-    return None
-
-
-def _dropped_with(error: object) -> bool:
-    """Whether redis-py dropped the connection on reading the error reply ``error`` (it does so
-    for the replies it maps to a ConnectionError), losing any replies pipelined after it."""
-    return isinstance(error, redis.ConnectionError)
-
-
-class Backend:
-    """One process's connections to one server: a redis-py client (and its pool) for
-    occasional commands, and one connection per thread for the hot paths (no pool lock).
-
-    A forked child notices the pid change and builds its own, so no socket is
-    ever shared across processes. A client passed in by the user is used as is
-    (its settings also make the per-thread connections) and never closed.
-
-    A command the server refuses for now (``refused_for_now``: it did not run) is
-    sent again, with backoff, for up to ``refused_for`` seconds (the socket timeout:
-    as long as a server that does not answer is given), and then raises BackendError.
-    """
-
-    def __init__(self, config: ConnectionConfig, client: redis.Redis | None = None) -> None:
-        self.config = config
-        self._given = client
-        self._given_pid = os.getpid()
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._client: redis.Redis | None = None
-        self._loaded: set[str] = set()
-        self._thread = _ThreadState()
-        self._thread_connections: weakref.WeakSet[redis.connection.AbstractConnection] = weakref.WeakSet()
-        self.slice = BLOCK_SLICE
-        self.refused_for = SOCKET_TIMEOUT
-        self._bulk_limit: int | None = None
-
-    def client(self) -> redis.Redis:
-        """The client for this process (built on first use, and again after a fork)."""
-        client = self._client
-        if client is None or self._pid != os.getpid():
-            client = self._connect()
-        return client
-
-    def _connect(self) -> redis.Redis:
-        with self._lock:
-            pid = os.getpid()
-            if self._client is not None and self._pid == pid:
-                return self._client
-            if self._given is not None and pid == self._given_pid:
-                client = self._given
-            else:
-                client = self.config.new_client()
-            timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
-            # a blocking command must end on the server before the socket gives up,
-            # or its reply (maybe a popped token or item) is lost
-            self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
-            self.refused_for = float(timeout) if timeout else SOCKET_TIMEOUT
-            self._loaded = set()
-            self._client, self._pid = client, pid
-            return client
-
-    def _until_served(self, what: str, attempt: Callable[[], _R]) -> _R:
-        """``attempt()``, again after a pause each time the server refuses it for now, for up
-        to ``refused_for`` seconds; then BackendError saying it did not run."""
-        deadline = None
-        pause = _FIRST_PAUSE
-        while True:
-            try:
-                return attempt()
-            except _RetryLater as later:
-                if self.config.sentinel is not None:
-                    self._rediscover()
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.refused_for
-                if now >= deadline:
-                    raise BackendError(f"{what} on {self.config.url} did not run: the server refused it "
-                                       f"for {self.refused_for:g} s: {later.error}") from later.error
-                time.sleep(min(pause, deadline - now))
-                pause = min(2 * pause, _LAST_PAUSE)
-
-    def _rediscover(self) -> None:
-        """Through Sentinel, a refusal may come from a server that is no master any more: the
-        next command asks the sentinels again, on fresh connections."""
-        conn = self._thread.connection
-        if conn is not None and self._thread.pid == os.getpid():
-            conn.disconnect()
-            self._forget_unread(conn)
-        client = self._client
-        if client is not None and self._pid == os.getpid():
-            client.connection_pool.disconnect(inuse_connections=False)
-
-    def _check(self, reply: Any, what: str, mutating: bool) -> Any:
-        """A reply, or its error raised as pressure's (_RetryLater if refused for now)."""
-        if isinstance(reply, redis.RedisError):
-            if refused_for_now(reply):
-                raise _RetryLater(reply)
-            self.raise_error(reply, what, mutating)
-        return reply
+class Backend(Wire):
+    """Runs pressure's Lua scripts on one server, over the connections of ``Wire``: EVALSHA,
+    loading a script on NOSCRIPT; a script alone, with a WAIT behind it, several in one
+    pipeline, or followed by a BLMOVE (the blocking get), each in one round trip; and the
+    checks of an argument's size against the server's ``proto-max-bulk-len``."""
 
     def run(self, name: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
             *, mutating: bool = True) -> Any:
@@ -522,164 +87,6 @@ class Backend:
                 pool.release(conn)
 
         return self._until_served(what, attempt)
-
-    def _pool_connection(self, pool: redis.ConnectionPool, what: str) -> Any:
-        """A connected connection of ``pool``: a failure here is before anything was sent."""
-        try:
-            try:
-                return pool.get_connection()
-            except TypeError:  # redis-py < 5.3 wants a command name
-                return pool.get_connection("EVALSHA")
-        except (redis.exceptions.AuthenticationError, redis.exceptions.BusyLoadingError) as exc:
-            self._check(exc, what, False)  # refused while connecting (AUTH, HELLO...)
-            raise  # not reached
-        except redis.RedisError as exc:
-            self._raise_unsent(exc, what, True)
-
-    def thread_connection(self) -> redis.connection.AbstractConnection:
-        """This thread's own connection: the hot path takes no pool lock."""
-        state = self._thread
-        conn = state.connection
-        if conn is None or state.pid != os.getpid():
-            conn = _new_connection(self.client().connection_pool)
-            self._thread_connections.add(conn)
-            state.connection, state.pid = conn, os.getpid()
-        return conn
-
-    def thread_client_id(self) -> str:
-        """The default client identifier of the calling thread (cached per thread and process)."""
-        state = self._thread
-        if state.client_id is None or state.pid != os.getpid():
-            self.thread_connection()
-            state.client_id = identity.client_id()
-        return state.client_id
-
-    def _send(self, conn: redis.connection.AbstractConnection, data: list[bytes], what: str) -> None:
-        """Send a whole command. If sending fails, the server never got all of it, so it never
-        ran: on a stale connection (a restarted server, a killed connection) try once more on
-        a fresh one; any failure is a BackendError, never OutcomeUnknown."""
-        pending = _pending(conn)
-        if pending and self._unread_on(conn):  # replies of posted commands: read them now,
-            try:                               # so that a close behind them is seen
-                self._drop_unread(conn)
-            except redis.ConnectionError:
-                pass  # redis-py dropped the connection: the send below connects again
-            pending = _pending(conn)
-        if pending == b"":
-            conn.disconnect()  # e.g. the server restarted: reconnect rather than send into it
-            self._loaded.clear()  # and a restarted server has no scripts loaded
-        for last in (False, True):
-            connecting = getattr(conn, "_sock", None) is None
-            if connecting:
-                self._forget_unread(conn)  # a new connection: replies not read went with the old one
-            try:
-                if connecting:
-                    # connect() as redis-py's own client does: send_packed_command would connect
-                    # to the connection's host and port, skipping what a subclass does there
-                    # (a Sentinel-managed connection asks the sentinels for the master's address)
-                    conn.connect()
-                conn.send_packed_command(data, check_health=False)
-                break
-            except (redis.exceptions.AuthenticationError, redis.exceptions.BusyLoadingError) as exc:
-                self._forget_unread(conn)
-                self._check(exc, what, False)  # refused while connecting (AUTH, HELLO...)
-            except redis.ConnectionError as exc:
-                self._forget_unread(conn)  # redis-py closed it: the next send connects again
-                if last:
-                    self._raise_unsent(exc, what, connecting)
-            except redis.RedisError as exc:  # a timeout writing to an unresponsive server
-                self._forget_unread(conn)
-                self._raise_unsent(exc, what, connecting)
-
-    def _raise_unsent(self, exc: redis.RedisError, what: str, connecting: bool) -> NoReturn:
-        """A command that could not be sent: it did not run (a hint if the handshake failed)."""
-        text = str(exc)
-        tls = issubclass(self.config.connection_class, redis.SSLConnection)
-        if connecting and not tls and ("reset by peer" in text or "closed by server" in text):
-            text += (" (the server closed the connection at once: is it a Redis server? If that port "
-                     "speaks TLS, use a rediss:// URL)")
-        if connecting and self.config.origin:
-            text += f" (this server was chosen by {self.config.origin})"
-        if connecting and tls:
-            hint = _tls_hint(text)
-            if hint:
-                raise TLSError(f"{what} on {self.config.url} did not run: the TLS handshake failed: {hint}: "
-                               f"{text}") from exc
-        raise BackendError(f"{what} on {self.config.url} did not run: could not send it: {text}") from exc
-
-    def _unread_on(self, conn: redis.connection.AbstractConnection) -> int:
-        """How many replies of posted commands wait on ``conn``: only this thread's own
-        connection carries posted commands (a pool connection, as ``run`` uses, never does)."""
-        state = self._thread
-        return state.unread if conn is state.connection else 0
-
-    def _forget_unread(self, conn: redis.connection.AbstractConnection) -> None:
-        """``conn`` was (re)connected or failed: the replies of posted commands went with it."""
-        if conn is self._thread.connection:
-            self._thread.unread = 0
-
-    def _drop_unread(self, conn: redis.connection.AbstractConnection) -> None:
-        """Read and drop the replies of commands ``post`` sent on ``conn``. If the connection
-        fails meanwhile, raise ConnectionError: a command sent behind them lost its reply."""
-        if not self._unread_on(conn):
-            return
-        state = self._thread
-        while state.unread:
-            state.unread -= 1
-            try:
-                conn.read_response()
-            except redis.ResponseError:
-                pass
-            except redis.RedisError as exc:  # redis-py dropped the connection
-                state.unread = 0
-                raise redis.ConnectionError(f"connection lost reading a posted command's reply: {exc}") from exc
-
-    def post(self, command: bytes) -> None:
-        """Send ``command`` (packed, see ``pack_command``) on this thread's connection without
-        waiting for its reply (it is read, and dropped, behind the next command's): no round
-        trip, for a command nothing waits on. If it cannot be sent, it did not run; that is
-        not an error here.
-
-        On TCP it goes with MSG_MORE: the kernel holds it until this connection's next
-        command (one packet and one wake-up of the server for both), for at most 200 ms, or
-        until the socket closes - also when the process is killed."""
-        conn = self.thread_connection()
-        sock = getattr(conn, "_sock", None)
-        if (not _MSG_MORE or not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket)
-                or sock.family not in (socket.AF_INET, socket.AF_INET6)):
-            try:
-                self._send(conn, [command], "a posted command")
-            except (BackendError, _RetryLater):  # it did not run: the next get drops the lists
-                return
-            self._thread.unread += 1
-            return
-        try:
-            sent = sock.send(command, _MSG_MORE)
-            if sent < len(command):
-                sock.sendall(command[sent:])
-        except OSError:
-            conn.disconnect()  # it did not run (or half of it went: the connection is useless)
-            self._thread.unread = 0
-            return
-        self._thread.unread += 1
-
-    def _read(self, conn: redis.connection.AbstractConnection, what: str, mutating: bool) -> Any:
-        """Read one reply; an error reply is returned as the exception, not raised. A failure
-        to read raises (OutcomeUnknown if ``mutating``)."""
-        try:
-            self._drop_unread(conn)  # posted earlier: their replies come before this command's
-            reply = conn.read_response()
-        except (redis.ResponseError, redis.exceptions.AuthenticationError,
-                redis.exceptions.BusyLoadingError) as exc:
-            # an error reply (redis-py raises these, and drops the connection on the last two)
-            reply = exc
-        except redis.RedisError as exc:
-            if not refused_for_now(exc):
-                self.raise_error(exc, what, mutating)
-            reply = exc  # a Sentinel-managed connection's READONLY: it did not run
-        if isinstance(reply, redis.ResponseError) and str(reply).startswith("Protocol error"):
-            conn.disconnect()  # the server closes the connection after it
-        return reply
 
     def _call_script(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
                      what: str, mutating: bool) -> Any:
@@ -899,52 +306,3 @@ class Backend:
             if budget < 0:
                 return max(i, 1)
         return count
-
-    def raise_error(self, exc: redis.RedisError, what: str, mutating: bool) -> NoReturn:
-        where = self.config.url
-        text = str(exc)
-        if isinstance(exc, redis.exceptions.AuthenticationError):
-            raise AuthenticationError(
-                f"{what} on {where} did not run: authentication failed: the server refused the "
-                f"connection's credentials (a password it requires is missing or wrong, or the user "
-                f"is unknown or disabled): {text}"
-            ) from exc
-        if isinstance(exc, redis.exceptions.NoPermissionError):
-            raise PermissionDenied(f"{what} on {where} did not run: the server's ACL refused it: {text}") from exc
-        if refused_for_now(exc):
-            raise BackendError(f"{what} on {where} did not run: the server refused it for now: {text}") from exc
-        if isinstance(exc, redis.ResponseError):
-            if "invalid bulk length" in text:
-                self._bulk_limit = None  # read it again: it may have been lowered
-                raise BackendError(f"{what} on {where}: the server refused the command as larger than "
-                                   f"it accepts (its proto-max-bulk-len): {text}") from exc
-            if text.startswith("The user executing the script can't"):
-                raise PermissionDenied(f"{what} on {where}: the server's ACL refused a command of the "
-                                       f"script (what it did before that stays done): {text}") from exc
-            if "WRONGTYPE" in text or text.startswith("PRESSURE") or "PRESSURE " in text:
-                raise ProtocolError(f"{what} on {where}: {text}") from exc
-            raise BackendError(f"{what} on {where} failed: {text}") from exc
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            self._loaded.clear()  # a restarted or failed-over server has no scripts loaded
-        never_sent = "connecting to" in text or "connect" in text.lower() and "refused" in text.lower()
-        if mutating and not never_sent and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            raise OutcomeUnknown(
-                f"{what} on {where}: the connection failed after the command was sent, "
-                f"so it may or may not have run ({text})"
-            ) from exc
-        raise BackendError(f"{what} on {where} failed: {text}") from exc
-
-    def disconnect(self) -> None:
-        """Close the connections this backend opened (never a client passed in)."""
-        with self._lock:
-            client, self._client, self._pid = self._client, None, -1
-            connections = list(self._thread_connections)
-            self._thread_connections = weakref.WeakSet()
-            self._thread = _ThreadState()
-        for conn in connections:
-            conn.disconnect()
-        if client is not None and client is not self._given:
-            client.connection_pool.disconnect()
-            manager = getattr(client.connection_pool, "sentinel_manager", None)
-            for sentinel in getattr(manager, "sentinels", ()):
-                sentinel.close()

@@ -42,9 +42,9 @@ entry handed over in that instant stays in A's inbox for A's next get.
 
 A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, waiting
 for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
-dead holders, the sweep), ``reliable`` (``Delivery`` and settling, in_flight, dead letters,
-repair: a base class of ``Queue``), ``_records`` (what the server replies) and
-``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
+dead holders, the sweep), ``reliable`` (``Delivery`` and settling, task_done and join,
+in_flight, dead letters, repair: a base class of ``Queue``), ``_records`` (what the server
+replies), ``_scripts`` (the lifecycle scripts' bindings) and ``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
 them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
 only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
 """
@@ -65,7 +65,9 @@ import redis
 from . import serializers
 from ._consumer import _Consumer
 from ._producer import _Producer
-from ._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE, DeadLetter, InFlight, QueueStatistics, RepairReport
+from ._records import _CLOSED, _NEGATIVE, _NO_QUEUE, DeadLetter, InFlight, QueueStatistics, RepairReport
+from ._scripts import (CLOSE, CREATE, DELETE, DRAIN, FORGET, INFO, SET_BOUND, TASK_KEYS, CloseStatus,
+                       CreateStatus, DeleteStatus, DrainStatus, QueueScript, SetBoundStatus)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
@@ -208,8 +210,7 @@ class Queue(Reliability[T]):
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
                           k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
                           k.redeliveries, k.delivery_seq)
-        self._info_keys = (k.base, k.bound, k.closed)
-        self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
+        self._task_keys = TASK_KEYS(k)
         # the hot paths send pre-encoded commands: see PackedScript
         self._put_command = PackedScript("put" + self._variant, (
             k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
@@ -225,6 +226,10 @@ class Queue(Reliability[T]):
              *, mutating: bool = True) -> Any:
         """Run one of this kind of queue's scripts (see connection._script_source)."""
         return self._backend.run(script + self._variant, keys, args, mutating=mutating)
+
+    def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
+        """Run one of this kind of queue's scripts through its binding (pressure/_scripts.py)."""
+        return script.run(self._backend, self._keys, self._variant, *args, mutating=mutating)
 
     # -- the kind of queue: FIFO here; LIFO and priority override (pressure/ordered.py) ---
 
@@ -316,19 +321,14 @@ class Queue(Reliability[T]):
         k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
-            status, stored = self._run(
-                "create", (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
-                           k.consumers, *(key for key in k.extension_keys()
-                                          if key not in (k.kind, k.consumers))),
-                (0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
-                 k.held_prefix, k.logs),
-            )
-            if status == -2:
+            status, stored = self._call(CREATE, 0 if maxsize is None else maxsize, self._KIND,
+                                        k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
+            if status == CreateStatus.OTHER_KIND:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
                 raise QueueExistsError(
                     f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
                 )
-            if status != -1:
+            if status != CreateStatus.DELETING:
                 break
             if time.monotonic() > deadline:
                 raise PressureError(
@@ -337,7 +337,7 @@ class Queue(Reliability[T]):
                 )
             time.sleep(0.02)
         bound = self._parse_bound(stored)
-        if status == 0 and maxsize is not None and bound != maxsize:
+        if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
             raise QueueExistsError(
                 f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
             )
@@ -366,10 +366,7 @@ class Queue(Reliability[T]):
         if forget:
             k = self._keys
             try:
-                self._run("forget", (k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
-                                     *(key for key in k.extension_keys()
-                                       if key not in (k.waiter, k.consumers))),
-                          (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs))
+                self._call(FORGET, k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
             except PressureError:
                 pass
         return QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -554,7 +551,7 @@ class Queue(Reliability[T]):
     # -- size and state -----------------------------------------------------------
 
     def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = self._run("info", self._info_keys, (), mutating=False)
+        exists, length, bound, closed = self._call(INFO, mutating=False)
         if not exists:
             raise self._missing(forget=False)
         return exists, length, self._parse_bound(bound), bool(closed)
@@ -584,14 +581,13 @@ class Queue(Reliability[T]):
     @maxsize.setter
     def maxsize(self, value: int) -> None:
         bound = _maxsize_value(value)
-        k = self._keys
-        if self._run("set_bound", (k.base, k.bound, k.not_full), (bound,)) == _NO_QUEUE:
+        if self._call(SET_BOUND, bound) == SetBoundStatus.NO_QUEUE:
             raise self._missing()
 
     @property
     def exists(self) -> bool:
         """Whether the queue exists (protocol Exists)."""
-        return bool(self._run("info", self._info_keys, (), mutating=False)[0])
+        return bool(self._call(INFO, mutating=False)[0])
 
     @property
     def closed(self) -> bool:
@@ -631,61 +627,6 @@ class Queue(Reliability[T]):
             consumer=None if consumer is None else consumer.decode(errors="replace"),
         )
 
-    # -- task tracking ------------------------------------------------------------
-
-    def task_done(self) -> None:
-        """Indicate that a formerly enqueued task is complete.
-
-        Used by queue consumer threads or processes, on any host. For each
-        get() used to fetch a task, a subsequent call to task_done() tells the
-        queue that the processing on the task is complete. If a join() is
-        currently blocking, it will resume when all items have been processed.
-        Raises a ValueError if called more times than there were items
-        placed in the queue.
-
-        In reliable mode it acknowledges this handle's oldest delivery, exactly once: if
-        it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
-        that same delivery's count, never a second one.
-        """
-        unacked = self._consumer.unacked
-        if self._options.reliable and unacked:
-            self._ack(unacked[0], task_done=True)  # acknowledges the oldest delivery
-            return
-        _, unfinished = self._backend.script(
-            self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
-        if unfinished == -1:
-            raise ValueError("task_done() called too many times")
-        if unfinished == _NO_QUEUE:
-            raise self._missing()
-
-    @property
-    def unfinished_tasks(self) -> int:
-        """Items put (by any client) and not yet marked done."""
-        unfinished, _ = self._run("join_check", self._task_keys, (), mutating=False)
-        if unfinished == _NO_QUEUE:
-            raise self._missing(forget=False)
-        return int(unfinished)
-
-    def join(self) -> None:
-        """Blocks until all items in the queue have been gotten and processed.
-
-        The count of unfinished tasks goes up whenever an item is added to the
-        queue, by any client. The count goes down whenever a consumer calls
-        task_done() to indicate that the item was retrieved and all work on it
-        is complete. When the count of unfinished tasks drops to zero, join()
-        unblocks.
-        """
-        backend = self._backend
-        stream = self._keys.all_tasks_done
-        while True:
-            unfinished, last = self._run("join_check", self._task_keys, (), mutating=False)
-            if unfinished == _NO_QUEUE:
-                raise self._missing(forget=False)
-            if unfinished <= 0:
-                return
-            backend.call("XREAD", backend.client().xread, {stream: last},
-                         block=max(int(backend.slice * 1000), 1))
-
     # -- close, shutdown, delete ----------------------------------------------------
 
     def close(self) -> None:
@@ -697,16 +638,11 @@ class Queue(Reliability[T]):
         closed queue does nothing. Unlike multiprocessing.Queue.close(), this
         acts on the shared queue, not on this handle: see ``disconnect()``.
         """
-        k = self._keys
         while True:
-            result = self._backend.run(
-                "close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                          k.consumer_free, k.waiter, k.lease),
-                (self.client_id, k.inbox_prefix),
-            )
-            if result == _NO_QUEUE:
+            result = self._call(CLOSE, self.client_id, self._keys.inbox_prefix)
+            if result == CloseStatus.NO_QUEUE:
                 raise self._missing()
-            if result != _BUSY:
+            if result != CloseStatus.BUSY:
                 return
             self._roles.wait_for_role(PRODUCER, self._backend.slice)
 
@@ -721,14 +657,11 @@ class Queue(Reliability[T]):
         self.close()
         if not immediate:
             return
-        k = self._keys
-        keys = (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
-                k.tasks_done, k.discarded, k.all_tasks_done)
         while True:
-            result = self._run("drain", keys, (self.client_id,))
-            if result == _NO_QUEUE:
+            result = self._call(DRAIN, self.client_id)
+            if result == DrainStatus.NO_QUEUE:
                 raise self._missing()
-            if result != _BUSY:
+            if result != DrainStatus.BUSY:
                 return
             self._roles.wait_for_role(CONSUMER, self._backend.slice)
 
@@ -739,24 +672,21 @@ class Queue(Reliability[T]):
         the keys go in one step once neither role is held.
         """
         k = self._keys
-        first = (k.bound, k.not_full, k.closed, k.producer_free, k.consumer_free, k.waiter, k.lease,
-                 k.consumers)
-        keys = (*first, *(key for key in k.all_keys() if key not in first))
-        result = self._run("delete", keys, ("begin", k.inbox_prefix, k.inflight_prefix, k.held_prefix,
-                                            k.logs))
+        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
+        result = self._call(DELETE, "begin", *prefixes)
         if self._exit_delete is not None:
             self._exit_delete.cancel()
             self._exit_delete = None
         while True:
-            if result == 1:
+            if result == DeleteStatus.DELETED:
                 return
-            if result == _NO_QUEUE:
+            if result == DeleteStatus.NO_QUEUE:
                 raise self._missing()
-            if result == -8:
+            if result == DeleteStatus.RECREATED:
                 raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            self._roles.wait_for_role(PRODUCER if result == -10 else CONSUMER, self._backend.slice)
-            result = self._run("delete", keys, ("finish", k.inbox_prefix, k.inflight_prefix,
-                                                k.held_prefix, k.logs))
+            self._roles.wait_for_role(PRODUCER if result == DeleteStatus.WAIT_PRODUCER else CONSUMER,
+                                      self._backend.slice)
+            result = self._call(DELETE, "finish", *prefixes)
 
     # -- iteration and resources ----------------------------------------------------
 

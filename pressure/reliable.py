@@ -1,7 +1,8 @@
 """Reliable mode: a ``Delivery`` stays in its consumer's in-flight list until acknowledged.
 
 ``Reliability`` is the half of a queue handle that settles deliveries (acknowledge,
-release, touch, bury; ack.lua, requeue.lua, touch.lua) and inspects and repairs what is
+release, touch, bury; ack.lua, requeue.lua, touch.lua), counts the tasks settled
+(``task_done``, ``unfinished_tasks``, ``join``) and inspects and repairs what is
 delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_dead``,
 ``repair``): ``pressure.Queue`` inherits it.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
+from ._scripts import JOIN_CHECK, JoinCheckStatus, QueueScript
 from ._records import _NO_QUEUE, DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
 from ._validate import Options, _count
 from .connection import Backend, PackedScript
@@ -98,6 +100,9 @@ class Reliability(Generic[T]):
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         raise NotImplementedError
 
+    def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
+        raise NotImplementedError
+
     # -- settling one delivery --------------------------------------------------------
 
     def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
@@ -164,6 +169,61 @@ class Reliability(Generic[T]):
             return int(held)
         requeued, dead = self._roles.requeue("recover", cid, self._consumer.record())
         return max(0, int(requeued)) + int(dead)
+
+    # -- task tracking: tasks settled, counted across every client ---------------------
+
+    def task_done(self) -> None:
+        """Indicate that a formerly enqueued task is complete.
+
+        Used by queue consumer threads or processes, on any host. For each
+        get() used to fetch a task, a subsequent call to task_done() tells the
+        queue that the processing on the task is complete. If a join() is
+        currently blocking, it will resume when all items have been processed.
+        Raises a ValueError if called more times than there were items
+        placed in the queue.
+
+        In reliable mode it acknowledges this handle's oldest delivery, exactly once: if
+        it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
+        that same delivery's count, never a second one.
+        """
+        unacked = self._consumer.unacked
+        if self._options.reliable and unacked:
+            self._ack(unacked[0], task_done=True)  # acknowledges the oldest delivery
+            return
+        _, unfinished = self._backend.script(
+            self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
+        if unfinished == -1:
+            raise ValueError("task_done() called too many times")
+        if unfinished == _NO_QUEUE:
+            raise self._missing()
+
+    @property
+    def unfinished_tasks(self) -> int:
+        """Items put (by any client) and not yet marked done."""
+        unfinished, _ = self._call(JOIN_CHECK, mutating=False)
+        if unfinished == JoinCheckStatus.NO_QUEUE:
+            raise self._missing(forget=False)
+        return int(unfinished)
+
+    def join(self) -> None:
+        """Blocks until all items in the queue have been gotten and processed.
+
+        The count of unfinished tasks goes up whenever an item is added to the
+        queue, by any client. The count goes down whenever a consumer calls
+        task_done() to indicate that the item was retrieved and all work on it
+        is complete. When the count of unfinished tasks drops to zero, join()
+        unblocks.
+        """
+        backend = self._backend
+        stream = self._keys.all_tasks_done
+        while True:
+            unfinished, last = self._call(JOIN_CHECK, mutating=False)
+            if unfinished == JoinCheckStatus.NO_QUEUE:
+                raise self._missing(forget=False)
+            if unfinished <= 0:
+                return
+            backend.call("XREAD", backend.client().xread, {stream: last},
+                         block=max(int(backend.slice * 1000), 1))
 
     # -- inspection and repair --------------------------------------------------------
 

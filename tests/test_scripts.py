@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -221,3 +222,51 @@ def test_errors_are_raised_as_strings() -> None:
     for path in sorted(LUA.glob("*.lua")):
         code = "\n".join(_strip_comment(line) for line in path.read_text("utf-8").splitlines())
         assert not re.search(r"\berror\s*\(\s*(\{|redis\.error_reply)", code), path.name
+
+
+# -- the Python side: pressure/_scripts.py binds each script once ---------------------------
+
+_NAMED_KEY = re.compile(r"^-- KEYS\[(\d+)\]\s+- (:[\w:]+)")
+_NUMBER = re.compile(r"(?<![\w\[.])-?\d+\b")
+
+
+def _bindings() -> list[Any]:
+    from pressure import _scripts
+
+    return list(_scripts.QUEUE_SCRIPTS)
+
+
+@pytest.mark.parametrize("binding", _bindings(), ids=lambda b: b.name)
+@pytest.mark.parametrize("kind", ["fifo", "lifo", "priority"])
+def test_binding_matches_its_scripts_header(binding: Any, kind: str) -> None:
+    """A binding passes as many KEYS as its script's header names (at least as many, and a
+    tail only where the header has one), each named key the key the header names, as many
+    ARGV as the header names, and each of its status codes is one the header returns."""
+    from pressure.keys import QueueKeys
+
+    s = _parse(binding.name + ".lua")
+    keys = binding.keys(QueueKeys.build("p", "q", kind))
+    named = len(s.documented["KEYS"])
+    assert sorted(s.documented["KEYS"]) == list(range(1, named + 1))
+    assert binding.more_keys == ("KEYS" in s.variadic_from)
+    if binding.more_keys:
+        assert len(keys) >= named and s.variadic_from["KEYS"] == named + 1
+    else:
+        assert len(keys) == named
+    assert len(set(keys)) == len(keys), "a key passed twice"
+    for line in s.header:
+        if m := _NAMED_KEY.match(line):
+            assert keys[int(m.group(1)) - 1].endswith(m.group(2)), line
+    assert "ARGV" not in s.variadic_from and len(binding.argv) == len(s.documented["ARGV"])
+    returns = "\n".join(s.header[next(i for i, line in enumerate(s.header) if "return" in line):])
+    codes = {int(n) for n in _NUMBER.findall(returns)}
+    for status in binding.status or ():
+        assert status.value in codes, f"{binding.name}: {status!r} is not in its header's return"
+
+
+def test_a_binding_refuses_a_wrong_argument_count() -> None:
+    from pressure._scripts import CLOSE
+    from pressure.keys import QueueKeys
+
+    with pytest.raises(TypeError, match="close takes 2 arguments"):
+        CLOSE.run(None, QueueKeys.build("p", "q"), "", "only one")  # type: ignore[arg-type]

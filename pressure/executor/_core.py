@@ -1,0 +1,634 @@
+"""The machinery of a ``pressure.Executor`` (pressure/executor/__init__.py has the data-flow
+diagram): ``_Core``, everything an Executor does apart from the Executor object itself (its
+sender and result threads, its futures, its local workers), and the futures it hands out.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import functools
+import itertools
+import logging
+import pickle
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .._internal import attach, internal
+from ..connection import Backend, ConnectionConfig, PackedScript
+from ..errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
+                     PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
+from ..keys import ExecutorKeys, resolve_prefix
+from ..outage import Complaint
+from ..queue import Queue
+from ..signing import Signer, key_id
+from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
+
+__all__ = ["ExecutorStatistics"]
+
+logger = logging.getLogger("pressure")
+
+#: How long the result thread waits for a result before it looks around
+#: (shutdown, a broken executor, dead local workers).
+_POLL = 0.25
+#: The most results read, or tasks sent, in one round trip.
+_CLAIM_BATCH = 256
+#: The first and the longest wait between two tries to reach Redis while it is down.
+_BACKOFF_FIRST, _BACKOFF_LONGEST = 0.05, 1.0
+
+_cores: weakref.WeakSet[_Core] = weakref.WeakSet()
+_exiting = threading.Event()
+
+
+def _python_exit() -> None:
+    """At interpreter exit (before non-daemon threads are joined): pending work still
+    completes, as with ProcessPoolExecutor, then each result thread ends."""
+    _exiting.set()
+    for core in list(_cores):
+        if core._thread is None:
+            core._cleanup()  # never used: its result queue (and an anonymous one's keys) go
+
+
+threading._register_atexit(_python_exit)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorStatistics:
+    """A snapshot of an executor's work, across every executor and worker sharing its name."""
+
+    #: Tasks waiting in the task queue.
+    queued: int
+    #: Tasks a worker has taken and not finished.
+    running: int
+    #: Tasks finished with a result.
+    done: int
+    #: Tasks finished by raising.
+    failed: int
+    #: Starts of a task after its first (its worker died or vanished).
+    retried: int
+    #: Tasks given up after ``max_attempts`` starts (their futures got WorkerLost).
+    lost: int
+    #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
+    workers: tuple[str, ...]
+
+
+#: Errors that no retry can mend: the sender gives up on waiting tasks at once.
+_REFUSED = (AuthenticationError, PermissionDenied)
+
+
+@dataclass(eq=False)
+class _Outgoing:
+    """A submitted task on its way to the task queue (the sender thread puts it)."""
+
+    task: Task
+    future: _TaskFuture
+    #: Set once the task is sent, or its future failed (a bounded submit waits for it).
+    sent: threading.Event | None
+    #: A put of it failed after it was sent: it may be in Redis already.
+    maybe_sent: bool = False
+    #: Cancelled before it was sent: the sender drops it.
+    cancelled: bool = False
+
+
+class _TaskFuture(Future):  # type: ignore[type-arg]
+    """A Future whose ``cancel()`` first makes sure, in Redis, that no worker runs it."""
+
+    def __init__(self, core: _Core, task_id: str) -> None:
+        super().__init__()
+        self._core = core  # never the Executor: dropping it lets it be collected
+        self._task_id = task_id
+
+    def cancel(self) -> bool:
+        with self._condition:
+            if self._state != "PENDING":
+                return super().cancel()
+        cancelled = self._core._cancel_task(self._task_id)
+        if cancelled:
+            if super().cancel():
+                # no worker will ever run it (Redis said so): tell wait() and as_completed() now
+                self.set_running_or_notify_cancel()
+            return True
+        if cancelled is False:
+            self._started()
+        # not confirmed (being sent, finished, or Redis unreachable): it may run, so it is
+        # not cancelled; True only if it was cancelled already
+        with self._condition:
+            return self._state in ("CANCELLED", "CANCELLED_AND_NOTIFIED")
+
+    def _started(self) -> None:
+        """A worker has started the task: the future is running."""
+        with self._condition:
+            if self._state == "PENDING":
+                self._state = "RUNNING"
+
+
+class _Core:
+    """Everything an Executor does, kept apart from the Executor object itself: its
+    threads and futures reference this, so an Executor dropped without ``shutdown()`` is
+    collected, and then finishes its pending work and cleans up like ``shutdown(wait=False)``.
+    The arguments are the Executor's, validated."""
+
+    def __init__(
+        self,
+        name: str | None,
+        config: ConnectionConfig,
+        connection: redis.Redis | None,
+        prefix: str | None,
+        max_workers: int,
+        mp_context: Any,
+        initializer: Callable[..., Any] | None,
+        initargs: tuple[Any, ...],
+        max_attempts: int,
+        max_pending: int | None,
+        visibility_timeout: float,
+        local_workers: bool | None,
+        authkey: tuple[bytes, ...] = (),
+        dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
+        outage_limit: float = 60.0,
+    ) -> None:
+        self._outage_limit = outage_limit  # pressure.executor.OUTAGE_LIMIT, as the Executor was made
+        self._anonymous = name is None
+        self._authkey = authkey
+        self._dumps = dumps
+        self._name = name if name is not None else f"{{exec-{uuid.uuid4().hex}}}"
+        self._prefix = resolve_prefix(prefix)
+        self._config = config
+        self._keys = ExecutorKeys.build(self._prefix, self._name)
+        self._backend = Backend(config, connection)
+        self._max_workers = max_workers
+        self._mp_context = mp_context
+        self._initializer, self._initargs = initializer, initargs
+        self._max_attempts = max_attempts
+        self._visibility_timeout = visibility_timeout
+        self._local_workers = local_workers
+        self._tasks: Queue[Task] = attach(
+            Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
+            visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey)
+        if max_pending is not None and self._tasks.maxsize != max_pending:
+            self._tasks.maxsize = max_pending
+        self._bounded = max_pending is not None and max_pending > 0
+        # submitted tasks not sent yet, in order; by id, those not being sent right now
+        self._outbox: collections.deque[_Outgoing] = collections.deque()
+        self._unsent: dict[str, _Outgoing] = {}
+        self._outbox_ready = threading.Condition()
+        self._sender: threading.Thread | None = None
+        self._id = uuid.uuid4().hex[:12]
+        self._results: Queue[bytes] = attach(
+            Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes",
+            authkey=authkey)
+        self._futures: dict[str, _TaskFuture] = {}
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self._cleaned = False
+        self._broken: str | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: WorkerPool | None = None
+        client = self._backend.client()
+        client.delete(self._keys.broken)  # a failure of an earlier run is not ours
+        if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
+            client.set(self._keys.signed, key_id(authkey[0]).hex())
+        if initializer is not None:
+            try:
+                blob = pickle.dumps((initializer, initargs))
+                if authkey:  # workers elsewhere load it: signed as the tasks are
+                    blob = Signer(authkey, self._keys.config).sign(blob)
+                client.set(self._keys.config, blob)
+            except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
+                pass  # local workers get it directly; workers elsewhere cannot
+        _cores.add(self)
+
+    # -- submitting ---------------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._lock:
+            if self._broken is not None:
+                raise BrokenExecutor(self._broken)
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if _exiting.is_set():
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+            task_id = f"{self._id}-{next(self._counter)}"
+            future = _TaskFuture(self, task_id)
+            self._futures[task_id] = future
+            self._start()
+        try:
+            body = self._dumps((fn, args, kwargs))
+        except Exception as exc:  # noqa: BLE001 - as ProcessPoolExecutor: the future fails
+            self._futures.pop(task_id, None)
+            future.set_exception(exc)
+            return future
+        # the sender thread batches puts (one round trip for many) and rides out outages
+        entry = _Outgoing(Task(task_id, self._results.name, self._max_attempts, body), future,
+                          threading.Event() if self._bounded else None)
+        with self._outbox_ready:
+            self._outbox.append(entry)
+            self._unsent[task_id] = entry
+            self._outbox_ready.notify()
+        if entry.sent is not None:
+            try:  # backpressure: block while the task queue is full (the sender waits for room)
+                entry.sent.wait()
+            except BaseException:
+                with self._outbox_ready:
+                    if self._unsent.pop(task_id, None) is entry:
+                        entry.cancelled = True
+                self._futures.pop(task_id, None)
+                raise
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            pending = list(self._futures.values())
+            thread = self._thread
+        if cancel_futures:
+            for future in pending:
+                future.cancel()
+        if thread is None:
+            self._cleanup()
+        elif wait:
+            thread.join()
+
+    # -- inspection ---------------------------------------------------------------
+
+    def statistics(self) -> ExecutorStatistics:
+        """Tasks queued, running, done, failed, retried and lost, and the workers alive."""
+        k = self._keys
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        pipe.hgetall(k.workers)
+        pipe.mget(k.done, k.failed, k.retried, k.lost)
+        (seconds, micros), workers, counters = self._backend.call("statistics", pipe.execute)
+        now = seconds * 1000 + micros // 1000
+        alive = tuple(sorted(w.decode(errors="replace") for w, ms in workers.items()
+                             if now - int(ms) < ALIVE_FOR * 1000))
+        done, failed, retried, lost = (int(v or 0) for v in counters)
+        return ExecutorStatistics(self._tasks.qsize(), len(self._tasks.in_flight()), done, failed,
+                                  retried, lost, alive)
+
+    def workers_alive(self) -> int:
+        """How many workers of this name, on any host, were heard from in the last few seconds."""
+        return len(self.statistics().workers)
+
+    # -- the result thread --------------------------------------------------------
+
+    def _start(self) -> None:
+        """On first use (lock held): the result thread (which starts local workers if
+        needed) and the sender thread."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
+        self._thread.start()
+        self._sender = threading.Thread(target=self._send, name=f"pressure-submit-{self._id}",
+                                        daemon=True)
+        self._sender.start()
+
+    def _start_workers(self) -> None:
+        """Local worker processes, if wanted: ``local_workers=True``, or None and no worker of
+        this name is alive anywhere (asked again while Redis cannot be reached, until it can
+        or nothing is pending any more)."""
+        if self._local_workers is False:
+            return
+        if self._local_workers is None:
+            complaint = Complaint(logger, f"pressure executor {self._name!r}: looking for workers")
+            while True:
+                try:
+                    if self.workers_alive():
+                        return
+                    break
+                except BackendError as exc:
+                    complaint.failed(exc)
+                    with self._lock:
+                        if self._broken is not None or not self._futures:
+                            return
+                    time.sleep(_POLL)
+        self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
+                                processes=self._max_workers,
+                                visibility_timeout=self._visibility_timeout,
+                                initializer=self._initializer, initargs=self._initargs,
+                                mp_context=self._mp_context, authkey=self._authkey or None).start()
+
+    def _send(self) -> None:
+        """The sender thread (see _send_all); if it fails, the executor is broken."""
+        try:
+            self._send_all()
+        except BaseException as exc:
+            logger.exception("pressure executor %r: the sender thread failed", self._name)
+            self._break(f"the sender thread failed: {exc!r}")
+
+    def _send_all(self) -> None:
+        """Put submitted tasks into the task queue, as many per round trip as are waiting,
+        in submission order, until the executor is cleaned up. While Redis cannot be
+        reached, they wait and are sent again (backing off up to a second), for
+        OUTAGE_LIMIT seconds at most."""
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: sending tasks")
+        backoff = _BACKOFF_FIRST
+        while True:
+            with self._outbox_ready:
+                while not self._outbox and not self._cleaned:
+                    self._outbox_ready.wait()
+                if self._cleaned:
+                    for entry in self._outbox:
+                        if entry.sent is not None:
+                            entry.sent.set()
+                    return
+                batch: list[_Outgoing] = []
+                while self._outbox and len(batch) < _CLAIM_BATCH:
+                    entry = self._outbox.popleft()
+                    self._unsent.pop(entry.task.id, None)
+                    if not entry.cancelled:
+                        batch.append(entry)
+            if not batch:
+                continue
+            rest, error = self._send_batch(batch)
+            del batch, entry  # no reference to a future outlives its sending (as_completed frees them)
+            if error is None:
+                complaint.succeeded()
+                backoff = _BACKOFF_FIRST
+                continue
+            complaint.failed(error)
+            with self._outbox_ready:
+                # refused for good (a password, an ACL): no outage to ride out
+                if complaint.failing_for > self._outage_limit or isinstance(error, _REFUSED):  # give up
+                    rest += self._outbox
+                    self._outbox.clear()
+                    self._unsent.clear()
+                else:  # back to the front, in order; wait a little (longer each time)
+                    self._outbox.extendleft(reversed(rest))
+                    self._unsent.update((entry.task.id, entry) for entry in rest)
+                    rest = []
+                    deadline = time.monotonic() + backoff
+                    while not self._cleaned and time.monotonic() < deadline:
+                        self._outbox_ready.wait(deadline - time.monotonic())
+            for failed in rest:
+                self._fail(failed, self._outage_error(failed, error))
+            del rest
+            backoff = min(backoff * 2, _BACKOFF_LONGEST)
+
+    def _outage_error(self, entry: _Outgoing, error: PressureError) -> BackendError:
+        """Why a task was given up on after OUTAGE_LIMIT seconds of outage: BackendError,
+        or OutcomeUnknown if a put of it may have run (then it may run yet); a refusal for
+        good (AuthenticationError, PermissionDenied) as it is."""
+        if isinstance(error, _REFUSED):
+            return error
+        text = (f"pressure executor {self._name!r}: Redis could not be reached for "
+                f"{self._outage_limit:g} s, the task was not sent ({error})")
+        failure = OutcomeUnknown(text + "; an earlier try may have queued it") if entry.maybe_sent \
+            else BackendError(text)
+        failure.__cause__ = error
+        return failure
+
+    def _send_batch(self, batch: list[_Outgoing]) -> tuple[list[_Outgoing], PressureError | None]:
+        """Mark and put tasks (one round trip; the patient way, one by one, those that find
+        the queue full). Returns the tasks left to send again and why: Redis failed (their
+        puts may have run if the error is OutcomeUnknown: ``maybe_sent``)."""
+        tasks = self._tasks
+        puts = []
+        for entry in list(batch):
+            try:
+                puts.append(internal(tasks).put_call(entry.task))
+            except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
+                batch.remove(entry)
+                self._fail(entry, exc)
+        if not batch:
+            return [], None
+        ids: list[bytes | str] = [entry.task.id for entry in batch]
+        calls = [(PackedScript("submit", (self._keys.claims,), 0, len(ids)), ids), *puts]
+        try:
+            marked, *replies = internal(tasks).pipeline(calls)
+        except OutcomeUnknown as exc:
+            for entry in batch:
+                entry.maybe_sent = True
+            return batch, exc
+        except BackendError as exc:
+            return batch, exc
+        if isinstance(marked, redis.RedisError):
+            replies = [marked] * len(batch)
+        for i, (entry, reply) in enumerate(zip(batch, replies)):
+            if isinstance(reply, int) and reply in (-1, -2):
+                try:  # full, or a plain spec client mid-put: the patient way
+                    tasks.put(entry.task)
+                    reply = 0
+                except OutcomeUnknown as exc:
+                    entry.maybe_sent = True
+                    return batch[i:], exc
+                except BackendError as exc:
+                    return batch[i:], exc
+                except PressureError as exc:
+                    reply = exc
+            if isinstance(reply, int) and reply >= 0:
+                if entry.sent is not None:
+                    entry.sent.set()
+                continue
+            if isinstance(reply, redis.RedisError):
+                try:
+                    internal(tasks).raise_error(reply, "script put (a task)")
+                except PressureError as exc:
+                    reply = exc
+            elif isinstance(reply, int):
+                reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
+                    if reply == -4 else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
+            self._fail(entry, reply)
+        return [], None
+
+    def _fail(self, entry: _Outgoing, error: BaseException) -> None:
+        """A task could not be sent: its future fails with ``error``."""
+        self._futures.pop(entry.task.id, None)
+        try:
+            entry.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled meanwhile
+        if entry.sent is not None:
+            entry.sent.set()
+
+    def _collect(self) -> None:
+        """Complete futures from the result queue until shut down with nothing pending.
+        Each batch of results is counted in Redis before its futures complete, so
+        ``statistics()`` agrees with what a caller has seen finish."""
+        last_look = 0.0
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: reading results")
+        try:
+            self._start_workers()
+            while True:
+                raw: list[bytes] = []
+                try:
+                    raw.append(self._results.get(timeout=_POLL))
+                    # and whatever else has arrived, in one more round trip
+                    raw += [d.item for d in internal(self._results).receive_many(_CLAIM_BATCH)]
+                except Empty:
+                    pass
+                except ShutDown:  # our result queue was deleted under us
+                    self._break("the executor's result queue was deleted")
+                    return
+                except BackendError as exc:  # results wait in Redis (a lost reply: in flight)
+                    complaint.failed(exc)
+                    time.sleep(_POLL)
+                else:
+                    complaint.succeeded()
+                if raw:
+                    self._complete_all(raw)
+                if not raw or time.monotonic() - last_look > 1.0:
+                    last_look = time.monotonic()
+                    try:
+                        self._look_around()
+                    except BackendError as exc:
+                        complaint.failed(exc)
+                    with self._lock:
+                        if (self._shutdown or _exiting.is_set()) and not self._futures:
+                            return
+        except BaseException as exc:
+            logger.exception("pressure executor %r: the result thread failed", self._name)
+            self._break(f"the result thread failed: {exc!r}")
+        finally:
+            self._cleanup(patience=self._outage_limit)
+
+    def _complete_all(self, messages: list[bytes]) -> None:
+        """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
+        counts once), then complete the futures. The tasks' claims are the workers' to remove
+        (settle.lua), when the tasks leave the queue."""
+        outcomes: list[tuple[str, bool, Any]] = []
+        for message in messages:
+            task_id, _, data = message.partition(b"\n")
+            try:
+                ok, value = unpack_outcome(data)
+            except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
+                ok, value = False, exc
+            outcomes.append((task_id.decode(), ok, value))
+        fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
+        done = sum(fresh.values())
+        pipe = self._backend.client().pipeline(transaction=False)
+        if done:
+            pipe.incrby(self._keys.done, done)
+        if len(fresh) > done:
+            pipe.incrby(self._keys.failed, len(fresh) - done)
+        try:
+            if fresh:
+                self._backend.call("count results", pipe.execute, mutating=True)
+        except BackendError as exc:  # the results are ours all the same: complete the futures
+            logger.warning("pressure executor %r: counting results failed: %s", self._name, exc)
+        for tid, ok, value in outcomes:
+            future = self._futures.pop(tid, None)
+            if future is None:
+                continue
+            try:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled meanwhile
+
+    def _look_around(self) -> None:
+        """A worker's initializer failed (the executor is broken); local workers died; which
+        pending futures a worker has started (they become running: one round trip in all)."""
+        with self._lock:
+            pending = [f for f in itertools.islice(self._futures.values(), _CLAIM_BATCH)
+                       if not f.running() and not f.done()]
+        pipe = self._backend.client().pipeline(transaction=False)
+        pipe.get(self._keys.broken)
+        if pending:
+            pipe.hmget(self._keys.claims, [f._task_id for f in pending])
+        broken, *claims = self._backend.call("look around", pipe.execute)
+        if broken is not None:
+            self._break(broken.decode(errors="replace"))
+            return
+        for future, state in zip(pending, claims[0] if claims else ()):
+            if state is not None and state.startswith(b"run:"):
+                future._started()
+        if self._pool is not None:
+            self._pool.check()
+
+    def _break(self, reason: str) -> None:
+        """Fail every pending future with BrokenExecutor; later submits raise it. Tasks not
+        sent yet never will be."""
+        with self._lock:
+            self._broken = reason
+            pending = list(self._futures.values())
+            self._futures.clear()
+        with self._outbox_ready:
+            for entry in self._outbox:
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()
+            self._unsent.clear()
+        for future in pending:
+            try:
+                future.set_exception(BrokenExecutor(reason))
+            except concurrent.futures.InvalidStateError:
+                pass
+
+    def _cancel_task(self, task_id: str) -> bool | None:
+        """Cancel a task no worker has started: True if cancelled, False if a worker has started
+        it, None if it cannot be (it is being sent or has finished, or Redis cannot be reached).
+        A task not sent yet is simply not sent."""
+        with self._outbox_ready:
+            entry = self._unsent.get(task_id)
+            if entry is not None and not entry.maybe_sent:
+                del self._unsent[task_id]
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()  # a bounded submit waiting for it returns
+                self._futures.pop(task_id, None)
+                return True
+        try:
+            answer = self._backend.run("cancel", (self._keys.claims,), (task_id,))
+        except PressureError as exc:
+            logger.warning("pressure executor %r: cannot cancel task %s: %s", self._name, task_id, exc)
+            return None
+        if answer != 1:
+            return None if answer == -1 else False
+        with self._outbox_ready:
+            entry = self._unsent.pop(task_id, None)
+            if entry is not None:  # a put whose outcome was unknown: no need to send it again
+                entry.cancelled = True
+        self._futures.pop(task_id, None)
+        return True
+
+    def _cleanup(self, patience: float = 0.0) -> None:
+        """After the last result: stop local workers; remove the result queue, and an anonymous
+        executor's task queue and keys (trying again for ``patience`` seconds while Redis
+        cannot be reached; then the keys are left, with a warning). Once."""
+        with self._lock:
+            if self._cleaned:
+                return
+            self._cleaned = True
+        with self._outbox_ready:
+            self._outbox_ready.notify_all()  # the sender ends
+        if self._pool is not None:
+            self._pool.stop()
+            self._pool = None
+        steps = [self._results.delete]
+        if self._anonymous:
+            steps += [self._tasks.delete, lambda: self._backend.call(
+                "delete the executor's keys", self._backend.client().delete, *self._keys.all_keys(),
+                mutating=True)]
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: cleaning up")
+        while steps:
+            try:
+                steps[0]()
+            except ShutDown:
+                pass  # deleted already
+            except PressureError as exc:
+                complaint.failed(exc)
+                if complaint.failing_for >= patience:
+                    logger.warning("pressure executor %r: its keys are left in Redis", self._name)
+                    break
+                time.sleep(_POLL)
+                continue
+            steps.pop(0)
+        self._results.disconnect()
+        self._tasks.disconnect()
+        self._backend.disconnect()
+
+    def _release(self) -> None:
+        """The Executor was collected without shutdown(): finish what is pending, then clean up."""
+        self.shutdown(wait=False)
