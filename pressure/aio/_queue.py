@@ -33,29 +33,16 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 import redis
 
 from .. import identity, serializers
-from .._records import (
-    _BUSY,
-    _CLOSED,
-    _DELIVERED,
-    _EMPTY,
-    _FULL,
-    _NEGATIVE,
-    _NO_QUEUE,
-    _UNDRAINED,
-    _WAITING,
-    _batch_header,
-    _parse_entry,
-)
-from .._roles import CONSUMER, MIN_WAIT, PRODUCER, SWEEP_INTERVAL, _Roles
+from .._records import _BUSY, _CLOSED, _FULL, _NEGATIVE, _NO_QUEUE
+from .._roles import CONSUMER, MIN_WAIT, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
-from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript, _script_sha, pack_command
+from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript
 from ..errors import (
-    DeserializationError,
     PressureError,
     ProtocolError,
     QueueDoesNotExist,
@@ -65,39 +52,19 @@ from ..errors import (
 from ..keys import QueueKeys, resolve_prefix
 from ..ordering import order_key
 from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
-from ._errors import Empty, Full
+from ._errors import Full
+from ._getting import _Conn, _Getting
 from ._link import _Link, config_of_client
 
 T = TypeVar("T")
 
 #: The most items put_many sends in one round trip (as the sync client).
 BATCH = 1000
-#: How often a get on a closed, empty queue looks again whether others still hold items.
-UNDRAINED_POLL = 0.1
 #: How long to wait to create a queue that is being deleted.
 _CREATE_WAIT = 5.0
-#: How often a clean-up asks the server to unblock a cancelled get's BLMOVE.
-_UNBLOCK_EVERY = 0.05
 
 
-def _wait_time(slice_: float, deadline: float) -> float:
-    """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
-    return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
-
-
-class _Conn:
-    """The handle's own connection for its gets (a BLMOVE blocks it), with its server-side
-    id (for CLIENT UNBLOCK) and the replies of commands sent without waiting (``post``)."""
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.redis_id: int | None = None
-        self.unread = 0
-        #: the exchange in progress, if any (a clean-up waits for it to end)
-        self.pending: asyncio.Task[Any] | None = None
-
-
-class AsyncQueue(Generic[T]):
+class AsyncQueue(_Getting[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
     (default mode), ``asyncio.Queue``'s names.
 
@@ -396,303 +363,6 @@ class AsyncQueue(Generic[T]):
         if wait is not None and wait < 0:
             await self._refuse_negative_timeout()
         return await self._consume(lambda: self._receive_many(max_items, block, wait))
-
-    async def _refuse_negative_timeout(self) -> None:
-        _, length, _, closed = await self._info()
-        if closed and length == 0:
-            raise ShutDown(f"queue {self._name!r} is shut down")
-        raise ValueError(_TIMEOUT_MESSAGE)
-
-    async def _consume(self, op: Any) -> list[T]:
-        """Run a get (``op``) holding the handle's consumer lock. If it ends with an error or
-        is cancelled while the consumer may be the waiter or hold entries it never received,
-        a clean-up task takes over the lock and gives everything back (``_abandon``)."""
-        await self.open()
-        await self._lock.acquire()  # cancelled here: nothing was done
-        handed_over = False
-        try:
-            if self._owes_cancel:
-                self._dirty = True
-                await self._exchange(self._cancel_data())
-                self._owes_cancel = self._dirty = False
-            return cast("list[T]", await op())
-        except BaseException:
-            if self._dirty:
-                self._link.keep(asyncio.ensure_future(self._abandon()))
-                handed_over = True
-            raise
-        finally:
-            if not handed_over:
-                self._lock.release()
-
-    async def _abandon(self) -> None:
-        """A get ended without returning what it may have been handed: let its exchange end
-        (unblocking a BLMOVE), then give the role and the entries back (get.lua 'cancel'),
-        and release the consumer lock. Runs as a task of its own, never cancelled."""
-        try:
-            pending = self._conn.pending
-            while pending is not None and not pending.done():
-                if self._conn.redis_id is not None:
-                    try:
-                        await self._link.command("CLIENT UNBLOCK", "CLIENT", "UNBLOCK", self._conn.redis_id)
-                    except PressureError:
-                        pass  # e.g. refused by an ACL: the BLMOVE ends within a slice anyway
-                await asyncio.wait({pending}, timeout=_UNBLOCK_EVERY)
-            try:
-                await self._exchange(self._cancel_data())
-                self._dirty = False
-            except PressureError:
-                self._owes_cancel = True  # sent again before this handle's next get
-        finally:
-            self._lock.release()
-
-    def _tail(self, mode: str, flag: str) -> list[bytes | str | int]:
-        k, cid = self._keys, self._cid
-        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self._record,
-                self._options.lease_ms, self._client_id]
-
-    def _cancel_data(self) -> list[bytes]:
-        k, cid = self._keys, self._cid
-        script = "get" + self._variant
-        return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys) + 3, *self._get_keys,
-                             k.inbox(cid), k.inflight(cid), k.held(cid), cid, "cancel", "0", self._record,
-                             self._options.lease_ms, self._client_id, *self._received)]
-
-    async def _exchange(self, data: list[bytes], replies: int = 1, script: str | None = "get") -> list[Any]:
-        """Send ``data`` on the handle's own connection and read its replies, in a task the
-        caller's cancellation never interrupts (kept in ``_conn.pending``). ``script``: the
-        data starts with a call of that script (of this kind): loaded first if need be."""
-        task = asyncio.ensure_future(self._exchange_once(data, replies, script))
-        self._conn.pending = task
-        return cast("list[Any]", await self._link.shielded_task(task))
-
-    async def _exchange_once(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
-        link, c = self._link, self._conn
-        if c.conn is None:
-            pool = link.client().connection_pool
-            c.conn = pool.connection_class(**pool.connection_kwargs)
-        conn = c.conn
-        if c.unread and conn.is_connected:
-            try:
-                await link.exchange(conn, [], c.unread, "a posted command", False)
-            except PressureError:
-                pass  # the connection was dropped: the command below goes on a new one
-        c.unread = 0
-        if not conn.is_connected:
-            (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
-            if not isinstance(c.redis_id, int):
-                c.redis_id = None
-        if script is not None:
-            name = script + self._variant
-            if name not in link.loaded:
-                await link.load(conn, name)
-                link.loaded.add(name)
-        out = await link.exchange(conn, data, replies, "script get", True)
-        if script is not None and isinstance(out[0], redis.exceptions.NoScriptError):
-            link.loaded.discard(script + self._variant)
-        return out
-
-    def _post_drop(self) -> None:
-        """The items of this get are in hand: drop what the consumer holds in Redis (its
-        in-flight list and held batch), without waiting for the reply, as the sync client
-        does; its reply is read before the next exchange. If it cannot be sent, the next
-        get drops them."""
-        c, k = self._conn, self._keys
-        writer = getattr(c.conn, "_writer", None)
-        if writer is None or not c.conn.is_connected:
-            return
-        try:
-            writer.write(pack_command("DEL", k.inflight(self._cid), k.held(self._cid)))
-        except Exception:  # noqa: BLE001 - not sent: the next get drops them
-            return
-        c.unread += 1
-
-    async def _sweep_if_due(self) -> None:
-        if time.monotonic() - self._roles.last_sweep > SWEEP_INTERVAL:
-            self._roles.last_sweep = time.monotonic()
-            await asyncio.to_thread(self._roles.sweep)
-
-    def _load(self, entry: bytes) -> tuple[str, T]:
-        seq, _, _, payload = _parse_entry(entry)
-        return seq, cast("T", serializers.loads(self._serializer, self._unwrap(payload)))
-
-    async def _dead_letter(self, seq: str) -> None:
-        await self._roles_run_requeue("release", self._cid, seq)
-
-    async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
-        k = self._keys
-        await self._link.run("requeue" + self._variant, (
-            k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
-            k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full),
-            (mode, k.inbox_prefix, k.inflight_prefix, "1", consumer, which, "", k.held_prefix))
-
-    async def _receive(self, block: bool, wait: float | None) -> list[T]:
-        """One item, in hand (marked received, its drop posted)."""
-        await self._sweep_if_due()
-        while True:
-            entry = await (self._block(wait) if block else self._nowait())
-            seq = _parse_entry(entry)[0]
-            try:
-                _, item = self._load(entry)
-            except DeserializationError:
-                self._dirty = False
-                await self._dead_letter(seq)  # never loads with this serializer: not lost
-                self._received = []
-                raise
-            self._received = [seq]
-            self._dirty = False
-            self._post_drop()
-            return [item]
-
-    async def _receive_many(self, n: int, block: bool, wait: float | None) -> list[T]:
-        await self._sweep_if_due()
-        items, received = await self._batch(n, keep=False)
-        if not items:
-            entry = await (self._block(wait) if block else self._nowait())
-            seq = _parse_entry(entry)[0]
-            try:
-                _, first = self._load(entry)
-            except DeserializationError:
-                self._dirty = False
-                await self._dead_letter(seq)
-                self._received = []
-                raise
-            items, received = [first], [seq]
-            if n > 1:
-                self._dirty = True  # the first item is not returned yet: a cancel gives it back
-                more, also = await self._batch(n - 1, keep=True)
-                items += more
-                received += also
-        self._received = received
-        self._dirty = False
-        self._post_drop()
-        return items
-
-    async def _batch(self, n: int, keep: bool) -> tuple[list[T], list[str]]:
-        """get.lua 'batch': up to ``n`` items queued now (and the delivery numbers received)."""
-        self._dirty = True
-        (result,) = await self._exchange([self._get_many_command.pack(
-            [*self._tail("batch", "k" if keep else "0"), n])])
-        if isinstance(result, redis.RedisError):
-            self._link.check(result, "script get", True)
-        if not isinstance(result, list):
-            self._dirty = keep
-            if result in (_EMPTY, _BUSY, _UNDRAINED):
-                return [], []
-            await self._raise_for(result)
-            raise ProtocolError(f"get script returned {result!r}")
-        header = result.pop()
-        if not header.startswith(b"h:"):  # entries delivered earlier, from our inbox
-            entries = [*result, header]
-            items, seqs = [], []
-            for entry in entries:
-                seq, item = self._load(entry)
-                items.append(item)
-                seqs.append(seq)
-            return items, seqs
-        first, _, _ = _batch_header(header)
-        loads, unwrap = self._serializer.loads, self._unwrap
-        return [loads(unwrap(item)) for item in result], ["h%d" % first]
-
-    async def _nowait(self) -> bytes:
-        """get.lua 'nowait' (the sync consumer's ``nowait``)."""
-        busy_deadline = time.monotonic() + self._link.slice
-        recovered = False
-        while True:
-            self._dirty = True
-            (result,) = await self._exchange([self._get_command.pack(self._tail("nowait", "0"))])
-            if isinstance(result, bytes):
-                return result
-            if isinstance(result, redis.RedisError):
-                self._link.check(result, "script get", True)
-            self._dirty = False
-            await self._raise_for(result)
-            if result == _UNDRAINED and not recovered:
-                recovered = True
-                holders = await asyncio.to_thread(self._roles.recover_holders, self._cid)
-                if holders == "drained":
-                    raise ShutDown(f"queue {self._name!r} is shut down")
-                if holders == "recovered":
-                    continue
-            if result in (_EMPTY, _UNDRAINED):
-                raise Empty(f"queue {self._name!r} is empty")
-            if result != _BUSY:
-                raise ProtocolError(f"get script returned {result!r}")
-            now = time.monotonic()
-            if now >= busy_deadline:
-                raise Empty(f"queue {self._name!r}: the consumer role is held by another client")
-            await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, busy_deadline - now)
-
-    async def _block(self, wait: float | None) -> bytes:
-        """get.lua 'block' and BLMOVE (and 'woken'), pipelined: the sync consumer's ``block``."""
-        now = time.monotonic()
-        deadline = math.inf if wait is None else now + max(wait, 0.0)
-        busy_deadline = max(deadline, now + self._link.slice)
-        k, cid = self._keys, self._cid
-        inbox, inflight = k.inbox(cid), k.inflight(cid)
-        tail = self._tail("block", "0")
-        woken = self._get_command.pack(self._tail("woken", "0"))
-        waited, self._waited = self._waited, True
-        first = True
-        slice_ = min(self._link.slice, self._options.lease_ms / 3000)
-        timeout = _wait_time(slice_, deadline)
-        while True:
-            self._dirty = True
-            with_woken = waited or not first
-            blmove = pack_command("BLMOVE", inbox, inflight, "RIGHT", "LEFT", repr(timeout))
-            replies = await self._exchange(
-                [self._get_command.pack(tail) + blmove + (woken if with_woken else b"")],
-                3 if with_woken else 2)
-            status, reply = replies[0], replies[1]
-            taken = replies[2] if with_woken else None
-            tail[5] = "0"
-            if isinstance(reply, redis.RedisError):
-                self._link.check(reply, "BLMOVE after script get", True)
-            if reply is not None and not reply.startswith(b"s:"):
-                self._waited = not first
-                return cast(bytes, reply)
-            if isinstance(taken, bytes):
-                return taken
-            if isinstance(status, redis.RedisError):
-                if not isinstance(status, redis.exceptions.NoScriptError):
-                    self._link.check(status, "script get", True)
-            elif status == _WAITING:
-                if reply is None:
-                    if time.monotonic() >= deadline:
-                        return await self._cancel_wait()
-                    await asyncio.to_thread(self._roles.sweep)  # requeue what expired meanwhile
-            elif status == _UNDRAINED:
-                self._dirty = False
-                holders = await asyncio.to_thread(self._roles.recover_holders, cid)
-                if holders == "drained":
-                    raise ShutDown(f"queue {self._name!r} is shut down")
-                if holders == "wait":
-                    if time.monotonic() >= deadline:
-                        raise Empty(f"queue {self._name!r} is empty")
-                    tail[5] = "w"
-            else:
-                self._dirty = False
-                if status == _NO_QUEUE:  # deleted: our own lists are all that is left
-                    await self._link.command("DEL", "DEL", inbox, inflight, k.held(cid), mutating=True)
-                await self._raise_for(status)
-                if status == _BUSY:
-                    now = time.monotonic()
-                    if now >= busy_deadline:
-                        raise Empty(f"queue {self._name!r} is empty")
-                    await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, busy_deadline - now)
-                elif status != _DELIVERED:
-                    raise ProtocolError(f"get script returned {status!r}")
-            first = False
-            timeout = _wait_time(UNDRAINED_POLL if tail[5] == "w" else slice_, deadline)
-
-    async def _cancel_wait(self) -> bytes:
-        """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
-        (result,) = await self._exchange(self._cancel_data())
-        self._link.check(result, "script get", True)
-        self._dirty = False
-        if result == _DELIVERED:
-            return await self._nowait()
-        raise Empty(f"queue {self._name!r} is empty")
 
     # -- size, state, tasks -------------------------------------------------------------
 
