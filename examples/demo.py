@@ -18,10 +18,11 @@ What it shows:
   once; the demo checks that and prints both queues' ``statistics()``.
 
 Where Redis is: ``--url`` if given, else the environment (``REDIS_URL``, else
-``REDIS_SERVER``/``REDIS_PORT``/``REDIS_DB``, else 127.0.0.1:6379 db 0). If
-nothing answers there, the demo starts a private ``redis-server`` on a free
-port for the run (and stops it at the end). It never touches other data: its
-two queues have random names and are deleted when it finishes.
+``REDIS_SERVER``/``REDIS_PORT``/``REDIS_DB``). If none is given, or nothing
+answers there, the demo starts a private ``redis-server`` on a free port for the
+run (and stops it at the end): it never uses a server nobody named, not even
+one on 127.0.0.1:6379. It never touches other data either: its two queues have
+random names and are deleted when it finishes.
 
 Run it::
 
@@ -368,7 +369,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--maxsize", type=positive, default=10,
                         help="bound of the jobs queue (default 10)")
     parser.add_argument("--url", help="Redis URL (default: REDIS_URL, else REDIS_SERVER/"
-                                      "REDIS_PORT/REDIS_DB, else redis://127.0.0.1:6379/0)")
+                                      "REDIS_PORT/REDIS_DB, else a private redis-server for the run)")
     parser.add_argument("--start-method", choices=multiprocessing.get_all_start_methods(),
                         default=None,
                         help=f"multiprocessing start method (default: the platform's, "
@@ -387,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    try:
-        alive = answers_ping(config)
+    try:  # a server nobody named (the default address) is never used
+        alive = source != "default" and answers_ping(config)
     except redis.RedisError as exc:
         print(f"error: Redis at {config.url} ({source}) answered but refused: {exc}",
               file=sys.stderr)
@@ -399,7 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     if alive:
         print(f"redis: {config.url} ({source})")
     else:
-        print(f"redis: nothing answers at {config.url} ({source}) within {PING_TIMEOUT:g} s")
+        if source == "default":
+            print("redis: none named (no --url, REDIS_URL or REDIS_SERVER)")
+        else:
+            print(f"redis: nothing answers at {config.url} ({source}) within {PING_TIMEOUT:g} s")
         try:
             server = RedisServer()
             server.start()

@@ -337,3 +337,14 @@ def test_spark_bench(url: str, r: redis.Redis) -> None:
                 "baseline: foreachPartition"):
         assert row in out.stdout
     assert r.keys("*pressure-bench-spark*") == []
+
+
+def test_demo_with_no_server_named_runs_on_a_private_one_never_the_default_address() -> None:
+    """The README's first command: with no --url, REDIS_URL or REDIS_SERVER the demo starts its
+    own redis-server; it never probes 127.0.0.1:6379, where another program's Redis may run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "REDIS_SERVER", "REDIS_PORT", "REDIS_DB")}
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--jobs", "20", "--workers", "2"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "redis: none named" in out.stdout and "STARTED A PRIVATE redis-server" in out.stdout
+    assert "127.0.0.1:6379/" not in out.stdout
