@@ -19,7 +19,11 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import redis
+import redis.cluster
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
+from . import cluster as _cluster
 from . import identity
 from .config import SOCKET_TIMEOUT, ConnectionConfig
 from .errors import (
@@ -93,10 +97,12 @@ def refused_for_now(error: object) -> bool:
     (LOADING), running a long script (BUSY), a replica cut off from its master (MASTERDOWN),
     a cluster in flux (TRYAGAIN, CLUSTERDOWN), short of replicas (NOREPLICAS) or a replica
     now, e.g. a master demoted by a failover (READONLY: a replica accepts no write, so a
-    script refused so wrote nothing). The command did not run, and may run if sent again
-    (through Sentinel, on the master the sentinels name then)."""
+    script refused so wrote nothing), or a cluster node that does not serve the slot (MOVED,
+    ASK). The command did not run, and may run if sent again (through Sentinel, on the
+    master the sentinels name then; on a cluster, on the slot's owner)."""
     if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError)):
+                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
+                          redis.exceptions.AskError)):  # and MOVED: a slot served elsewhere
         return True
     if isinstance(error, redis.ConnectionError) and isinstance(error.__context__, redis.exceptions.ReadOnlyError):
         return True  # a Sentinel-managed connection's READONLY: it dropped the connection
@@ -115,6 +121,13 @@ def _new_connection(pool: redis.ConnectionPool) -> redis.connection.AbstractConn
     Sentinel pool, a connection that asks the sentinels for the master as it connects), but
     not counted against the pool's ``max_connections``: it is never handed back to the pool."""
     return pool.connection_class(**pool.connection_kwargs)  # type: ignore[no-any-return]
+
+
+def _unreachable(error: object) -> bool:
+    """Whether ``error`` is a failure to connect (so nothing was sent)."""
+    text = str(error).lower()
+    return isinstance(error, redis.ConnectionError) and "connect" in text and (
+        "refused" in text or "connecting to" in text)
 
 
 def _tls_hint(text: str) -> str | None:
@@ -149,9 +162,15 @@ class Wire:
     as long as a server that does not answer is given), and then raises BackendError.
     """
 
-    def __init__(self, config: ConnectionConfig, client: redis.Redis | None = None) -> None:
+    def __init__(self, config: ConnectionConfig,
+                 client: redis.Redis | redis.cluster.RedisCluster | None = None) -> None:
         self.config = config
-        self._given = client
+        # on a cluster, pressure makes its own connections to the slot's owner (with the
+        # cluster client's settings): a RedisCluster's own are never used
+        self._given = client if isinstance(client, redis.Redis) and config.cluster is None else None
+        #: on a cluster: the slot of every key this wire touches (see route), and its master
+        self._slot: int | None = None
+        self._owner: tuple[str, int] | None = None
         self._given_pid = os.getpid()
         self._lock = threading.Lock()
         self._pid = -1
@@ -170,12 +189,70 @@ class Wire:
             client = self._connect()
         return client
 
+    def route(self, key: str, what: str) -> Wire:
+        """On a Redis Cluster, send every command to the master of ``key``'s slot (the key of
+        a queue or an Executor, whose other keys share its hash tag: ValueError at once if
+        they would not, see pressure.cluster.placed_slot). Elsewhere, nothing to do."""
+        if self.config.cluster is None:
+            return self
+        slot = _cluster.placed_slot(key, what)
+        if self._slot is not None and self._slot != slot:
+            raise ValueError(f"{what} is in hash slot {slot}, and shares its connections with keys of "
+                             f"slot {self._slot}: on a Redis Cluster, give them one hash tag")
+        self._slot = slot
+        return self
+
+    def _owner_of_slot(self) -> tuple[str, int]:
+        """The address of the master serving this wire's slot (any node for a wire with no
+        slot), asked of the cluster's nodes; BackendError if none says."""
+        settings = self.config.cluster
+        assert settings is not None
+        kw = self.config._kwargs()
+
+        def make(host: str, port: int) -> redis.Redis:
+            return redis.Redis(connection_pool=redis.ConnectionPool(
+                connection_class=self.config.connection_class, host=host, port=port,
+                retry=Retry(NoBackoff(), 0), **kw))
+
+        owner, problems = _cluster.discover_owner(settings, 0 if self._slot is None else self._slot, make)
+        if owner is None:
+            raise BackendError(f"no node of the Redis Cluster {self.config.url} names the master of hash "
+                               f"slot {self._slot}: " + "; ".join(problems))
+        return owner
+
+    def _reroute(self, error: object) -> None:
+        """On a cluster, after a refusal: follow a MOVED to the slot's new master; after a
+        node that could not be reached, a CLUSTERDOWN or a READONLY (a demoted master), ask
+        the nodes again. ASK and TRYAGAIN (a slot being migrated) change nothing: the
+        command is sent to the same master again after a pause."""
+        if isinstance(error, redis.exceptions.MovedError):
+            address = (error.host or (self._owner or ("", 0))[0], int(error.port))
+        elif isinstance(error, (redis.exceptions.AskError, redis.exceptions.TryAgainError)):
+            return
+        else:
+            try:
+                address = self._owner_of_slot()
+            except BackendError:
+                return  # no node answers yet: the next attempt tries the same master again
+        if address == self._owner:
+            return
+        with self._lock:
+            self._owner = address
+            self._loaded = set()  # the new master may not have our scripts
+            client = self._client
+            if client is not None and isinstance(client.connection_pool, _cluster.SlotPool):
+                client.connection_pool.retarget(address)
+
     def _connect(self) -> redis.Redis:
         with self._lock:
             pid = os.getpid()
             if self._client is not None and self._pid == pid:
                 return self._client
-            if self._given is not None and pid == self._given_pid:
+            if self.config.cluster is not None:
+                if self._owner is None or pid != self._pid:
+                    self._owner = self._owner_of_slot()
+                client = self.config.node_client(self._owner)
+            elif self._given is not None and pid == self._given_pid:
                 client = self._given
             else:
                 client = self.config.new_client()
@@ -199,6 +276,10 @@ class Wire:
             except _RetryLater as later:
                 if self.config.sentinel is not None:
                     self._rediscover()
+                if self.config.cluster is not None:
+                    self._reroute(later.error)
+                elif isinstance(later.error, redis.exceptions.AskError):
+                    self.raise_error(later.error, what, False)  # a cluster node, not named as one
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.refused_for
@@ -222,8 +303,8 @@ class Wire:
     def _check(self, reply: Any, what: str, mutating: bool) -> Any:
         """A reply, or its error raised as pressure's (_RetryLater if refused for now)."""
         if isinstance(reply, redis.RedisError):
-            if refused_for_now(reply):
-                raise _RetryLater(reply)
+            if refused_for_now(reply) or (self.config.cluster is not None and _unreachable(reply)):
+                raise _RetryLater(reply)  # on a cluster, a master not reached: ask who serves now
             self.raise_error(reply, what, mutating)
         return reply
 
@@ -248,6 +329,10 @@ class Wire:
             conn = _new_connection(self.client().connection_pool)
             self._thread_connections.add(conn)
             state.connection, state.pid = conn, os.getpid()
+        elif self._owner is not None and (getattr(conn, "host", None), getattr(conn, "port", None)) != self._owner:
+            conn.disconnect()  # the slot moved: this thread's next command goes to its new master
+            self._forget_unread(conn)
+            conn.host, conn.port = self._owner  # type: ignore[attr-defined]
         return conn
 
     def thread_client_id(self) -> str:
@@ -296,7 +381,10 @@ class Wire:
                 self._raise_unsent(exc, what, connecting)
 
     def _raise_unsent(self, exc: redis.RedisError, what: str, connecting: bool) -> NoReturn:
-        """A command that could not be sent: it did not run (a hint if the handshake failed)."""
+        """A command that could not be sent: it did not run (a hint if the handshake failed).
+        On a cluster, a master that cannot be reached may have been replaced: _RetryLater."""
+        if self.config.cluster is not None and isinstance(exc, redis.ConnectionError):
+            raise _RetryLater(exc)
         text = str(exc)
         tls = issubclass(self.config.connection_class, redis.SSLConnection)
         if connecting and not tls and ("reset by peer" in text or "closed by server" in text):
@@ -396,6 +484,11 @@ class Wire:
             ) from exc
         if isinstance(exc, redis.exceptions.NoPermissionError):
             raise PermissionDenied(f"{what} on {where} did not run: the server's ACL refused it: {text}") from exc
+        if isinstance(exc, redis.exceptions.AskError) and self.config.cluster is None:
+            raise BackendError(
+                f"{what} on {where} did not run: that server is a Redis Cluster node, and hash slot "
+                f"{exc.slot_id} is served by {exc.host}:{exc.port} ({text}): connect to the cluster "
+                f"(a redis+cluster://host:port URL, or connection=redis.cluster.RedisCluster(...))") from exc
         if refused_for_now(exc):
             raise BackendError(f"{what} on {where} did not run: the server refused it for now: {text}") from exc
         if isinstance(exc, redis.ResponseError):

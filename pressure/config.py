@@ -17,10 +17,13 @@ from typing import Any
 from urllib.parse import quote
 
 import redis
+import redis.cluster
 import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import cluster as _cluster
+from .cluster import ClusterSettings, SlotPool
 from .sentinel import SCHEMES as SENTINEL_SCHEMES
 from .sentinel import SentinelSettings, parse_sentinel_url, settings_of_pool
 
@@ -48,29 +51,37 @@ class ConnectionConfig:
     """A picklable description of a Redis server: a connection class and its plain kwargs,
     and for a Sentinel deployment the sentinels that name the master (``sentinel``): then
     ``kwargs`` are the options of connections to the master, whose address only the
-    sentinels give."""
+    sentinels give; for a Redis Cluster, the nodes to ask where a slot lives (``cluster``:
+    ``kwargs`` are then the options of connections to the nodes, see pressure.cluster)."""
 
     connection_class: type[redis.connection.AbstractConnection]
     kwargs: tuple[tuple[str, Any], ...] = field(default=())
     sentinel: SentinelSettings | None = None
+    cluster: ClusterSettings | None = None
     #: Which setting chose this server (``url=``, ``REDIS_URL``...): errors say so
     origin: str = field(default="", compare=False)
 
     def __repr__(self) -> str:  # never the password
         kwargs = tuple((k, "***" if k == "password" and v else v) for k, v in self.kwargs)
         more = "" if self.sentinel is None else f", sentinel={self.sentinel!r}"
+        more += "" if self.cluster is None else f", cluster={self.cluster!r}"
         return f"ConnectionConfig(connection_class={self.connection_class.__name__}, kwargs={kwargs!r}{more})"
 
     @classmethod
-    def resolve(cls, url: str | None = None, connection: redis.Redis | None = None) -> ConnectionConfig:
+    def resolve(cls, url: str | None = None,
+                connection: redis.Redis | redis.cluster.RedisCluster | None = None) -> ConnectionConfig:
         """The server of a handle: ``url``, or the pool of ``connection`` (not both), else
-        ``from_environment()``."""
+        ``from_environment()``. A ``RedisCluster`` gives its nodes and connection options."""
         if url is not None and not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
-        if connection is not None and not isinstance(connection, redis.Redis):
-            raise TypeError(f"connection must be a redis.Redis client, not {type(connection).__name__}")
+        if connection is not None and not isinstance(connection, (redis.Redis, redis.cluster.RedisCluster)):
+            raise TypeError(f"connection must be a redis.Redis or redis.cluster.RedisCluster client, "
+                            f"not {type(connection).__name__}")
         if url is not None and connection is not None:
             raise ValueError("pass either url or connection, not both")
+        if isinstance(connection, redis.cluster.RedisCluster):
+            settings, connection_class, kwargs = _cluster.settings_of_cluster(connection)
+            return cls(connection_class, kwargs, cluster=settings, origin="connection=")
         if connection is not None:
             return dataclasses.replace(cls.from_pool(connection.connection_pool), origin="connection=")
         if url is not None:
@@ -81,7 +92,9 @@ class ConnectionConfig:
     def from_url(cls, url: str) -> ConnectionConfig:
         """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Sentinel deployment's
         ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` (and
-        ``rediss+sentinel://``: see pressure.sentinel.parse_sentinel_url)."""
+        ``rediss+sentinel://``: see pressure.sentinel.parse_sentinel_url), or a Redis Cluster's
+        ``redis+cluster://[user:pass@]host:port[,host:port...][/0]`` (and ``rediss+cluster://``:
+        see pressure.cluster)."""
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
         try:
@@ -91,6 +104,11 @@ class ConnectionConfig:
                 connection_class = (redis.sentinel.SentinelManagedSSLConnection if tls
                                     else redis.sentinel.SentinelManagedConnection)
                 return cls(connection_class, tuple(sorted(kwargs.items())), settings)
+            if url.partition("://")[0].lower() in _cluster.SCHEMES:
+                nodes, kwargs = _cluster.parse_cluster_url(url)
+                tls = url.lower().startswith("rediss")
+                return cls(redis.SSLConnection if tls else redis.Connection,
+                           tuple(sorted(kwargs.items())), cluster=nodes)
             pool = redis.ConnectionPool.from_url(url)
         except ValueError as exc:
             raise ValueError(f"invalid Redis URL {without_password(url)!r}: "
@@ -131,6 +149,8 @@ class ConnectionConfig:
         """A URL naming the server, without the password."""
         kw = dict(self.kwargs)
         db = kw.get("db", 0)
+        if self.cluster is not None:
+            return self.cluster.url(issubclass(self.connection_class, redis.SSLConnection), kw.get("username"))
         if self.sentinel is not None:
             return self.sentinel.url(issubclass(self.connection_class, redis.SSLConnection),
                                      kw.get("username"), db)
@@ -140,7 +160,9 @@ class ConnectionConfig:
         user = f"{quote(str(kw['username']))}@" if kw.get("username") else ""
         return f"{scheme}://{user}{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
 
-    def new_client(self) -> redis.Redis:
+    def _kwargs(self) -> dict[str, Any]:
+        """The options of the connections pressure makes (the password from the environment
+        if none is given, pressure's timeouts unless set)."""
         kw = dict(self.kwargs)
         if not kw.get("password") and os.environ.get(PASSWORD_ENV):
             # read here, in each process, never stored: a pickled handle does not carry it
@@ -148,6 +170,20 @@ class ConnectionConfig:
         kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
         if kw.get("socket_timeout") is None:
             kw["socket_timeout"] = SOCKET_TIMEOUT
+        return kw
+
+    def node_client(self, address: tuple[str, int]) -> redis.Redis:
+        """For a Redis Cluster: a client of the node at ``address``, on a ``SlotPool`` (which
+        ``retarget`` points at another node when the slot moves)."""
+        pool = SlotPool(connection_class=self.connection_class, retry=Retry(NoBackoff(), 0),
+                        host=address[0], port=address[1], **self._kwargs())
+        return redis.Redis(connection_pool=pool)
+
+    def new_client(self) -> redis.Redis:
+        """A client of the server (for a Redis Cluster: see ``node_client``)."""
+        if self.cluster is not None:
+            raise ValueError("a Redis Cluster has no one server: connect to a node (node_client)")
+        kw = self._kwargs()
         if self.sentinel is not None:
             sentinel: Any = self.sentinel.sentinel(**kw)
             master: redis.Redis = sentinel.master_for(

@@ -106,14 +106,15 @@ class Backend(Wire):
         NOSCRIPT. ``items``: more arguments after the usual ones (PackedScript.pack_items).
         With ``durability``, a WAIT goes in the same send: NotReplicated if too few replicas
         confirmed the script's writes in time."""
-        conn = self.thread_connection()
         data = command.pack_items(tail, items) if items else [command.pack(tail)]
         what = f"script {command.name}"
+        # the connection is taken for each attempt: on a cluster, a MOVED may point it elsewhere
         if durability is not None:
             data.append(pack_command("WAIT", durability.replicas, durability.timeout_ms))
             return self._until_served(
-                what, lambda: self._call_durable(conn, command.name, data, what, durability))
-        return self._until_served(what, lambda: self._call_script(conn, command.name, data, what, mutating))
+                what, lambda: self._call_durable(self.thread_connection(), command.name, data, what, durability))
+        return self._until_served(
+            what, lambda: self._call_script(self.thread_connection(), command.name, data, what, mutating))
 
     def _call_durable(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
                       what: str, durability: Durability) -> Any:
@@ -156,10 +157,10 @@ class Backend(Wire):
         that redis-py dropped on an earlier error reply is a ConnectionError: that call may
         or may not have run.
         """
-        conn = self.thread_connection()
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
 
         def attempt() -> list[Any]:
+            conn = self.thread_connection()
             for command, _ in calls:
                 if command.name not in self._loaded:
                     self._load_on(conn, command.name)
@@ -210,18 +211,19 @@ class Backend(Wire):
         call lost that way): the caller must then take back what the BLMOVE may have
         moved (get.lua 'cancel') before it gets again.
         """
-        conn = self.thread_connection()
         data = [command.pack(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
                 + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout))
                 + (b"" if then is None else command.pack(then))]
         what = f"script {command.name} and BLMOVE"
 
-        def load() -> None:
+        def send() -> redis.connection.AbstractConnection:
+            conn = self.thread_connection()
             if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BLMOVE wait
                 self._load_on(conn, command.name)
+            self._send(conn, data, what)  # on a cluster, a master not reached is asked for again
+            return conn
 
-        self._until_served(what, load)
-        self._send(conn, data, what)
+        conn = self._until_served(what, send)
         first = self._read(conn, what, True)
         # a reply redis-py dropped the connection on (LOADING) loses the replies behind it
         second = None if _dropped_with(first) else self._read(conn, what, True)

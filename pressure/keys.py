@@ -13,8 +13,10 @@ their items in a sorted set there instead of a list, and record their kind in
 where it expects a list and fails with WRONGTYPE: neither can mistake an
 ordered queue for a FIFO one.
 
-Redis Cluster: multi-key scripts need every key in one hash slot, so give the
-queue name a hash tag there (``{jobs}``); anonymous queues get one by default.
+Redis Cluster: multi-key scripts need every key in one hash slot, so the base key
+``<prefix>:<name>`` must hold a hash tag there (``{jobs}``), in the name or the prefix;
+anonymous queues and executors get one by default. Handles on a cluster refuse a name
+without one (pressure/cluster.py placed_slot).
 """
 
 from __future__ import annotations

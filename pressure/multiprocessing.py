@@ -34,6 +34,7 @@ from multiprocessing.context import BaseContext
 from typing import Any, Generic, TypeVar
 
 import redis
+import redis.cluster
 
 from . import serializers
 from .queue import Queue as _PressureQueue
@@ -63,7 +64,7 @@ class _Handle(Generic[T]):
         maxsize: int | None,
         name: str | None,
         url: str | None,
-        connection: redis.Redis | None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None,
         prefix: str | None,
         serializer: str | serializers.Serializer,
         client_id: str | None,
@@ -139,7 +140,7 @@ class Queue(_Handle[T]):
         *,
         name: str | None = None,
         url: str | None = None,
-        connection: redis.Redis | None = None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
@@ -264,7 +265,7 @@ class SimpleQueue(_Handle[T]):
         *,
         name: str | None = None,
         url: str | None = None,
-        connection: redis.Redis | None = None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,

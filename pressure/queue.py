@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import redis
+import redis.cluster
 
 from . import serializers
 from ._consumer import _Consumer
@@ -143,7 +144,7 @@ class Queue(Reliability[T]):
         maxsize: int | None = None,
         *,
         url: str | None = None,
-        connection: redis.Redis | None = None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
@@ -204,8 +205,11 @@ class Queue(Reliability[T]):
         elif isinstance(self._serializer, serializers.PickleSerializer):
             warn_unsigned_pickle(backend.config)
         self._client_id = client_id
-        self._backend = backend
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
+        # on a Redis Cluster: every command to the master of the queue's slot (ValueError now
+        # if its keys would not share one: the name needs a hash tag, see pressure/cluster.py)
+        backend.route(k.base, f"queue {name!r}")
+        self._backend = backend
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND  # the scripts' names
         self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
                           k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,

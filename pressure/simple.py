@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 import redis
+import redis.cluster
 
 from . import serializers
 from .keys import QueueKeys
@@ -46,7 +47,7 @@ class SimpleQueue(Generic[T]):
         name: str | None = None,
         *,
         url: str | None = None,
-        connection: redis.Redis | None = None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,

@@ -58,6 +58,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import redis
+import redis.cluster
 
 from .._validate import MAX_BOUND, _seconds
 from ..connection import ConnectionConfig
@@ -131,7 +132,7 @@ class Executor(concurrent.futures.Executor):
         name: str | None = None,
         *,
         url: str | None = None,
-        connection: redis.Redis | None = None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         max_workers: int | None = None,
         mp_context: Any = None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+import redis.cluster
 
 from .._internal import attach, internal
 from ..connection import Backend, ConnectionConfig, PackedScript
@@ -140,7 +141,7 @@ class _Core:
         self,
         name: str | None,
         config: ConnectionConfig,
-        connection: redis.Redis | None,
+        connection: redis.Redis | redis.cluster.RedisCluster | None,
         prefix: str | None,
         max_workers: int,
         mp_context: Any,
@@ -163,6 +164,7 @@ class _Core:
         self._config = config
         self._keys = ExecutorKeys.build(self._prefix, self._name)
         self._backend = Backend(config, connection)
+        self._backend.route(self._keys.claims, f"executor {self._name!r}")  # on a cluster: its slot
         self._max_workers = max_workers
         self._mp_context = mp_context
         self._initializer, self._initargs = initializer, initargs

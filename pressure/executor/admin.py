@@ -10,6 +10,7 @@ that executors which did not shut down cleanly left behind.
 from __future__ import annotations
 
 import redis
+import redis.cluster
 
 from .._internal import attach
 from ..connection import Backend, ConnectionConfig
@@ -49,7 +50,7 @@ def executor_workers_alive(backend: Backend, keys: ExecutorKeys) -> list[str]:
                   if now - int(ms) < ALIVE_FOR * 1000)
 
 
-def delete_executor(name: str, *, url: str | None = None, connection: redis.Redis | None = None,
+def delete_executor(name: str, *, url: str | None = None, connection: redis.Redis | redis.cluster.RedisCluster | None = None,
                     prefix: str | None = None, force: bool = False) -> int:
     """Delete every key of the ``pressure.Executor`` named ``name``: its task queue (tasks
     not run yet are lost), the result queues left by its executors, and its own bookkeeping
@@ -67,6 +68,7 @@ def delete_executor(name: str, *, url: str | None = None, connection: redis.Redi
     keys = ExecutorKeys.build(prefix, name)
     config = ConnectionConfig.resolve(url, connection)
     backend = Backend(config, connection)
+    backend.route(keys.claims, f"executor {name!r}")  # on a cluster: its slot
     try:
         alive = executor_workers_alive(backend, keys)
         if alive and not force:

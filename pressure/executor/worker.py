@@ -175,6 +175,7 @@ class _Worker:
         self.keys = ExecutorKeys.build(where.prefix, where.name)
         # one backend for every queue: replies and settlements share one round trip
         self.backend = Backend(where.config)
+        self.backend.route(self.keys.claims, f"executor {where.name!r}")  # on a cluster: its slot
         self.tasks: Queue[Task] = attach(
             Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend,
@@ -201,7 +202,7 @@ class _Worker:
     def heartbeat(self) -> None:
         """Record this worker as alive and keep what it holds visible (every HEARTBEAT);
         give back tasks held behind one running longer than SHORT_TASK (at once)."""
-        client = Backend(self.where.config).client()
+        client = Backend(self.where.config).route(self.keys.claims, f"executor {self.where.name!r}").client()
         complaint = Complaint(logger, f"worker {self.id}: heartbeat")
         last_beat = 0.0
         while not self.stop():
@@ -420,7 +421,7 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
     Redis, where executors look, and return False. None: told to stop while Redis could
     not be reached to read it."""
     keys = ExecutorKeys.build(where.prefix, where.name)
-    client = Backend(where.config).client()
+    client = Backend(where.config).route(keys.claims, f"executor {where.name!r}").client()
     complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
     try:
         stored: Any = None

@@ -8,6 +8,9 @@
 * ``SentinelTopology`` - a master, a replica and three sentinels (``redis-server --sentinel``)
   on private ports, with ``failover()``, ``kill_master()`` and ``pause_replication()`` for
   the failover tests; ``url`` is its ``redis+sentinel://`` URL.
+* ``ClusterTopology`` - a Redis Cluster of 3 masters, each with a replica, on private ports,
+  with ``migrate_slot()``, ``failover()`` and ``kill_master()`` for the cluster tests; ``url``
+  is its ``redis+cluster://`` URL.
 * ``pressure.testing.pytest_plugin`` - pytest fixtures built on it (``redis_server``,
   ``redis_url``, ``redis_server_factory``); enable them with
   ``pytest_plugins = ["pressure.testing.pytest_plugin"]`` in a ``conftest.py``.
@@ -23,6 +26,7 @@ from __future__ import annotations
 from ._server import RedisServer as RedisServer
 from ._server import ServerUnavailable as ServerUnavailable
 from ._server import find_redis_server as find_redis_server
+from ._cluster import ClusterTopology as ClusterTopology
 from ._sentinel import SentinelTopology as SentinelTopology
 
-__all__ = ["RedisServer", "SentinelTopology", "ServerUnavailable", "find_redis_server"]
+__all__ = ["ClusterTopology", "RedisServer", "SentinelTopology", "ServerUnavailable", "find_redis_server"]
