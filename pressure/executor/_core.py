@@ -1,11 +1,11 @@
 """The machinery of a ``pressure.Executor`` (pressure/executor/__init__.py has the data-flow
 diagram): ``_Core``, everything an Executor does apart from the Executor object itself (its
-sender and result threads, its futures, its local workers), and the futures it hands out.
+result thread, its futures, its local workers, and its sender: pressure/executor/_sender.py),
+and the futures it hands out.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import functools
 import itertools
@@ -24,13 +24,13 @@ import redis
 import redis.cluster
 
 from .._internal import attach, internal
-from ..connection import Backend, ConnectionConfig, PackedScript
-from ..errors import (AuthenticationError, BackendError, BrokenExecutor, Empty, OutcomeUnknown,
-                     PermissionDenied, PressureError, QueueDoesNotExist, ShutDown)
+from ..connection import Backend, ConnectionConfig
+from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
 from ..queue import Queue
 from ..signing import Signer, key_id
+from ._sender import _CLAIM_BATCH, _Outgoing, _Sender
 from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["ExecutorStatistics"]
@@ -40,10 +40,6 @@ logger = logging.getLogger("pressure")
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
 _POLL = 0.25
-#: The most results read, or tasks sent, in one round trip.
-_CLAIM_BATCH = 256
-#: The first and the longest wait between two tries to reach Redis while it is down.
-_BACKOFF_FIRST, _BACKOFF_LONGEST = 0.05, 1.0
 
 _cores: weakref.WeakSet[_Core] = weakref.WeakSet()
 _exiting = threading.Event()
@@ -79,24 +75,6 @@ class ExecutorStatistics:
     lost: int
     #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
     workers: tuple[str, ...]
-
-
-#: Errors that no retry can mend: the sender gives up on waiting tasks at once.
-_REFUSED = (AuthenticationError, PermissionDenied)
-
-
-@dataclass(eq=False)
-class _Outgoing:
-    """A submitted task on its way to the task queue (the sender thread puts it)."""
-
-    task: Task
-    future: _TaskFuture
-    #: Set once the task is sent, or its future failed (a bounded submit waits for it).
-    sent: threading.Event | None
-    #: A put of it failed after it was sent: it may be in Redis already.
-    maybe_sent: bool = False
-    #: Cancelled before it was sent: the sender drops it.
-    cancelled: bool = False
 
 
 class _TaskFuture(Future):  # type: ignore[type-arg]
@@ -177,11 +155,6 @@ class _Core:
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
         self._bounded = max_pending is not None and max_pending > 0
-        # submitted tasks not sent yet, in order; by id, those not being sent right now
-        self._outbox: collections.deque[_Outgoing] = collections.deque()
-        self._unsent: dict[str, _Outgoing] = {}
-        self._outbox_ready = threading.Condition()
-        self._sender: threading.Thread | None = None
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = attach(
             Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes",
@@ -194,6 +167,8 @@ class _Core:
         self._broken: str | None = None
         self._thread: threading.Thread | None = None
         self._pool: WorkerPool | None = None
+        self._sender = _Sender(self._name, self._tasks, self._keys.tasks, self._keys.claims, self._futures,
+                               outage_limit, lambda: self._cleaned, self._break)
         client = self._backend.client()
         client.delete(self._keys.broken)  # a failure of an earlier run is not ours
         if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
@@ -231,17 +206,12 @@ class _Core:
         # the sender thread batches puts (one round trip for many) and rides out outages
         entry = _Outgoing(Task(task_id, self._results.name, self._max_attempts, body), future,
                           threading.Event() if self._bounded else None)
-        with self._outbox_ready:
-            self._outbox.append(entry)
-            self._unsent[task_id] = entry
-            self._outbox_ready.notify()
+        self._sender.enqueue(entry)
         if entry.sent is not None:
             try:  # backpressure: block while the task queue is full (the sender waits for room)
                 entry.sent.wait()
             except BaseException:
-                with self._outbox_ready:
-                    if self._unsent.pop(task_id, None) is entry:
-                        entry.cancelled = True
+                self._sender.withdraw(entry)
                 self._futures.pop(task_id, None)
                 raise
         return future
@@ -290,9 +260,7 @@ class _Core:
             return
         self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
         self._thread.start()
-        self._sender = threading.Thread(target=self._send, name=f"pressure-submit-{self._id}",
-                                        daemon=True)
-        self._sender.start()
+        self._sender.start(self._id)
 
     def _start_workers(self) -> None:
         """Local worker processes, if wanted: ``local_workers=True``, or None and no worker of
@@ -318,139 +286,6 @@ class _Core:
                                 visibility_timeout=self._visibility_timeout,
                                 initializer=self._initializer, initargs=self._initargs,
                                 mp_context=self._mp_context, authkey=self._authkey or None).start()
-
-    def _send(self) -> None:
-        """The sender thread (see _send_all); if it fails, the executor is broken."""
-        try:
-            self._send_all()
-        except BaseException as exc:
-            logger.exception("pressure executor %r: the sender thread failed", self._name)
-            self._break(f"the sender thread failed: {exc!r}")
-
-    def _send_all(self) -> None:
-        """Put submitted tasks into the task queue, as many per round trip as are waiting,
-        in submission order, until the executor is cleaned up. While Redis cannot be
-        reached, they wait and are sent again (backing off up to a second), for
-        OUTAGE_LIMIT seconds at most."""
-        complaint = Complaint(logger, f"pressure executor {self._name!r}: sending tasks")
-        backoff = _BACKOFF_FIRST
-        while True:
-            with self._outbox_ready:
-                while not self._outbox and not self._cleaned:
-                    self._outbox_ready.wait()
-                if self._cleaned:
-                    for entry in self._outbox:
-                        if entry.sent is not None:
-                            entry.sent.set()
-                    return
-                batch: list[_Outgoing] = []
-                while self._outbox and len(batch) < _CLAIM_BATCH:
-                    entry = self._outbox.popleft()
-                    self._unsent.pop(entry.task.id, None)
-                    if not entry.cancelled:
-                        batch.append(entry)
-            if not batch:
-                continue
-            rest, error = self._send_batch(batch)
-            del batch, entry  # no reference to a future outlives its sending (as_completed frees them)
-            if error is None:
-                complaint.succeeded()
-                backoff = _BACKOFF_FIRST
-                continue
-            complaint.failed(error)
-            with self._outbox_ready:
-                # refused for good (a password, an ACL): no outage to ride out
-                if complaint.failing_for > self._outage_limit or isinstance(error, _REFUSED):  # give up
-                    rest += self._outbox
-                    self._outbox.clear()
-                    self._unsent.clear()
-                else:  # back to the front, in order; wait a little (longer each time)
-                    self._outbox.extendleft(reversed(rest))
-                    self._unsent.update((entry.task.id, entry) for entry in rest)
-                    rest = []
-                    deadline = time.monotonic() + backoff
-                    while not self._cleaned and time.monotonic() < deadline:
-                        self._outbox_ready.wait(deadline - time.monotonic())
-            for failed in rest:
-                self._fail(failed, self._outage_error(failed, error))
-            del rest
-            backoff = min(backoff * 2, _BACKOFF_LONGEST)
-
-    def _outage_error(self, entry: _Outgoing, error: PressureError) -> BackendError:
-        """Why a task was given up on after OUTAGE_LIMIT seconds of outage: BackendError,
-        or OutcomeUnknown if a put of it may have run (then it may run yet); a refusal for
-        good (AuthenticationError, PermissionDenied) as it is."""
-        if isinstance(error, _REFUSED):
-            return error
-        text = (f"pressure executor {self._name!r}: Redis could not be reached for "
-                f"{self._outage_limit:g} s, the task was not sent ({error})")
-        failure = OutcomeUnknown(text + "; an earlier try may have queued it") if entry.maybe_sent \
-            else BackendError(text)
-        failure.__cause__ = error
-        return failure
-
-    def _send_batch(self, batch: list[_Outgoing]) -> tuple[list[_Outgoing], PressureError | None]:
-        """Mark and put tasks (one round trip; the patient way, one by one, those that find
-        the queue full). Returns the tasks left to send again and why: Redis failed (their
-        puts may have run if the error is OutcomeUnknown: ``maybe_sent``)."""
-        tasks = self._tasks
-        puts = []
-        for entry in list(batch):
-            try:
-                puts.append(internal(tasks).put_call(entry.task))
-            except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
-                batch.remove(entry)
-                self._fail(entry, exc)
-        if not batch:
-            return [], None
-        ids: list[bytes | str] = [entry.task.id for entry in batch]
-        calls = [(PackedScript("submit", (self._keys.claims,), 0, len(ids)), ids), *puts]
-        try:
-            marked, *replies = internal(tasks).pipeline(calls)
-        except OutcomeUnknown as exc:
-            for entry in batch:
-                entry.maybe_sent = True
-            return batch, exc
-        except BackendError as exc:
-            return batch, exc
-        if isinstance(marked, redis.RedisError):
-            replies = [marked] * len(batch)
-        for i, (entry, reply) in enumerate(zip(batch, replies)):
-            if isinstance(reply, int) and reply in (-1, -2):
-                try:  # full, or a plain spec client mid-put: the patient way
-                    tasks.put(entry.task)
-                    reply = 0
-                except OutcomeUnknown as exc:
-                    entry.maybe_sent = True
-                    return batch[i:], exc
-                except BackendError as exc:
-                    return batch[i:], exc
-                except PressureError as exc:
-                    reply = exc
-            if isinstance(reply, int) and reply >= 0:
-                if entry.sent is not None:
-                    entry.sent.set()
-                continue
-            if isinstance(reply, redis.RedisError):
-                try:
-                    internal(tasks).raise_error(reply, "script put (a task)")
-                except PressureError as exc:
-                    reply = exc
-            elif isinstance(reply, int):
-                reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
-                    if reply == -4 else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
-            self._fail(entry, reply)
-        return [], None
-
-    def _fail(self, entry: _Outgoing, error: BaseException) -> None:
-        """A task could not be sent: its future fails with ``error``."""
-        self._futures.pop(entry.task.id, None)
-        try:
-            entry.future.set_exception(error)
-        except concurrent.futures.InvalidStateError:
-            pass  # cancelled meanwhile
-        if entry.sent is not None:
-            entry.sent.set()
 
     def _collect(self) -> None:
         """Complete futures from the result queue until shut down with nothing pending.
@@ -556,12 +391,7 @@ class _Core:
             self._broken = reason
             pending = list(self._futures.values())
             self._futures.clear()
-        with self._outbox_ready:
-            for entry in self._outbox:
-                entry.cancelled = True
-                if entry.sent is not None:
-                    entry.sent.set()
-            self._unsent.clear()
+        self._sender.cancel_all()
         for future in pending:
             try:
                 future.set_exception(BrokenExecutor(reason))
@@ -572,15 +402,8 @@ class _Core:
         """Cancel a task no worker has started: True if cancelled, False if a worker has started
         it, None if it cannot be (it is being sent or has finished, or Redis cannot be reached).
         A task not sent yet is simply not sent."""
-        with self._outbox_ready:
-            entry = self._unsent.get(task_id)
-            if entry is not None and not entry.maybe_sent:
-                del self._unsent[task_id]
-                entry.cancelled = True
-                if entry.sent is not None:
-                    entry.sent.set()  # a bounded submit waiting for it returns
-                self._futures.pop(task_id, None)
-                return True
+        if self._sender.cancel_unsent(task_id):
+            return True
         try:
             answer = self._backend.run("cancel", (self._keys.claims,), (task_id,))
         except PressureError as exc:
@@ -588,10 +411,7 @@ class _Core:
             return None
         if answer != 1:
             return None if answer == -1 else False
-        with self._outbox_ready:
-            entry = self._unsent.pop(task_id, None)
-            if entry is not None:  # a put whose outcome was unknown: no need to send it again
-                entry.cancelled = True
+        self._sender.forget(task_id)
         self._futures.pop(task_id, None)
         return True
 
@@ -603,8 +423,7 @@ class _Core:
             if self._cleaned:
                 return
             self._cleaned = True
-        with self._outbox_ready:
-            self._outbox_ready.notify_all()  # the sender ends
+        self._sender.wake()  # the sender ends
         if self._pool is not None:
             self._pool.stop()
             self._pool = None

@@ -1,0 +1,265 @@
+"""The sender of a ``pressure.Executor`` (pressure/executor/__init__.py has the data-flow
+diagram): submitted tasks wait in its outbox, in order, and its thread puts them into the
+task queue, as many per round trip as are waiting, riding out Redis outages.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import redis
+
+from .._internal import internal
+from ..connection import PackedScript
+from ..errors import (AuthenticationError, BackendError, OutcomeUnknown, PermissionDenied, PressureError,
+                     QueueDoesNotExist, ShutDown)
+from ..outage import Complaint
+from ..queue import Queue
+from .worker import Task
+
+if TYPE_CHECKING:
+    from ._core import _TaskFuture
+
+logger = logging.getLogger("pressure")
+
+#: The most results read, or tasks sent, in one round trip.
+_CLAIM_BATCH = 256
+#: The first and the longest wait between two tries to reach Redis while it is down.
+_BACKOFF_FIRST, _BACKOFF_LONGEST = 0.05, 1.0
+
+#: Errors that no retry can mend: the sender gives up on waiting tasks at once.
+_REFUSED = (AuthenticationError, PermissionDenied)
+
+
+@dataclass(eq=False)
+class _Outgoing:
+    """A submitted task on its way to the task queue (the sender thread puts it)."""
+
+    task: Task
+    future: _TaskFuture
+    #: Set once the task is sent, or its future failed (a bounded submit waits for it).
+    sent: threading.Event | None
+    #: A put of it failed after it was sent: it may be in Redis already.
+    maybe_sent: bool = False
+    #: Cancelled before it was sent: the sender drops it.
+    cancelled: bool = False
+
+
+class _Sender:
+    """An executor's outbox and the thread that empties it. It borrows from the executor's
+    core: its ``name`` (for messages), its task queue ``tasks`` (``tasks_key``, its key, for
+    errors), the ``claims`` key that submit.lua marks, the pending ``futures`` by task id
+    (a task that cannot be sent leaves them), ``outage_limit``, ``cleaned`` (whether the core
+    is cleaned up: then the thread ends) and ``broken`` (called with a reason if the thread
+    fails). The outbox is touched only under ``_ready``."""
+
+    def __init__(self, name: str, tasks: Queue[Task], tasks_key: str, claims: str,
+                 futures: dict[str, _TaskFuture], outage_limit: float, cleaned: Callable[[], bool],
+                 broken: Callable[[str], None]) -> None:
+        self._name = name
+        self._tasks = tasks
+        self._tasks_key = tasks_key
+        self._claims = claims
+        self._futures = futures
+        self._outage_limit = outage_limit
+        self._cleaned = cleaned
+        self._broken = broken
+        # submitted tasks not sent yet, in order; by id, those not being sent right now
+        self._outbox: collections.deque[_Outgoing] = collections.deque()
+        self._unsent: dict[str, _Outgoing] = {}
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self, executor_id: str) -> None:
+        """Start the sender thread."""
+        self._thread = threading.Thread(target=self._send, name=f"pressure-submit-{executor_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def enqueue(self, entry: _Outgoing) -> None:
+        """A submitted task, to send after those waiting."""
+        with self._ready:
+            self._outbox.append(entry)
+            self._unsent[entry.task.id] = entry
+            self._ready.notify()
+
+    def withdraw(self, entry: _Outgoing) -> None:
+        """A bounded submit was interrupted while waiting for room: the task is not sent,
+        unless it is being sent right now."""
+        with self._ready:
+            if self._unsent.pop(entry.task.id, None) is entry:
+                entry.cancelled = True
+
+    def cancel_all(self) -> None:
+        """The executor is broken: no waiting task is sent, no bounded submit waits."""
+        with self._ready:
+            for entry in self._outbox:
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()
+            self._unsent.clear()
+
+    def cancel_unsent(self, task_id: str) -> bool:
+        """Cancel a task not sent yet (nor being sent, nor maybe sent): True if done."""
+        with self._ready:
+            entry = self._unsent.get(task_id)
+            if entry is not None and not entry.maybe_sent:
+                del self._unsent[task_id]
+                entry.cancelled = True
+                if entry.sent is not None:
+                    entry.sent.set()  # a bounded submit waiting for it returns
+                self._futures.pop(task_id, None)
+                return True
+        return False
+
+    def forget(self, task_id: str) -> None:
+        """A task cancelled in Redis: if its put's outcome was unknown, no need to send it again."""
+        with self._ready:
+            entry = self._unsent.pop(task_id, None)
+            if entry is not None:
+                entry.cancelled = True
+
+    def wake(self) -> None:
+        """The core is cleaned up: the thread ends."""
+        with self._ready:
+            self._ready.notify_all()
+
+    def _send(self) -> None:
+        """The sender thread (see _send_all); if it fails, the executor is broken."""
+        try:
+            self._send_all()
+        except BaseException as exc:
+            logger.exception("pressure executor %r: the sender thread failed", self._name)
+            self._broken(f"the sender thread failed: {exc!r}")
+
+    def _send_all(self) -> None:
+        """Put submitted tasks into the task queue, as many per round trip as are waiting,
+        in submission order, until the executor is cleaned up. While Redis cannot be
+        reached, they wait and are sent again (backing off up to a second), for
+        OUTAGE_LIMIT seconds at most."""
+        complaint = Complaint(logger, f"pressure executor {self._name!r}: sending tasks")
+        backoff = _BACKOFF_FIRST
+        while True:
+            with self._ready:
+                while not self._outbox and not self._cleaned():
+                    self._ready.wait()
+                if self._cleaned():
+                    for entry in self._outbox:
+                        if entry.sent is not None:
+                            entry.sent.set()
+                    return
+                batch: list[_Outgoing] = []
+                while self._outbox and len(batch) < _CLAIM_BATCH:
+                    entry = self._outbox.popleft()
+                    self._unsent.pop(entry.task.id, None)
+                    if not entry.cancelled:
+                        batch.append(entry)
+            if not batch:
+                continue
+            rest, error = self._send_batch(batch)
+            del batch, entry  # no reference to a future outlives its sending (as_completed frees them)
+            if error is None:
+                complaint.succeeded()
+                backoff = _BACKOFF_FIRST
+                continue
+            complaint.failed(error)
+            with self._ready:
+                # refused for good (a password, an ACL): no outage to ride out
+                if complaint.failing_for > self._outage_limit or isinstance(error, _REFUSED):  # give up
+                    rest += self._outbox
+                    self._outbox.clear()
+                    self._unsent.clear()
+                else:  # back to the front, in order; wait a little (longer each time)
+                    self._outbox.extendleft(reversed(rest))
+                    self._unsent.update((entry.task.id, entry) for entry in rest)
+                    rest = []
+                    deadline = time.monotonic() + backoff
+                    while not self._cleaned() and time.monotonic() < deadline:
+                        self._ready.wait(deadline - time.monotonic())
+            for failed in rest:
+                self._fail(failed, self._outage_error(failed, error))
+            del rest
+            backoff = min(backoff * 2, _BACKOFF_LONGEST)
+
+    def _outage_error(self, entry: _Outgoing, error: PressureError) -> BackendError:
+        """Why a task was given up on after OUTAGE_LIMIT seconds of outage: BackendError,
+        or OutcomeUnknown if a put of it may have run (then it may run yet); a refusal for
+        good (AuthenticationError, PermissionDenied) as it is."""
+        if isinstance(error, _REFUSED):
+            return error
+        text = (f"pressure executor {self._name!r}: Redis could not be reached for "
+                f"{self._outage_limit:g} s, the task was not sent ({error})")
+        failure = OutcomeUnknown(text + "; an earlier try may have queued it") if entry.maybe_sent \
+            else BackendError(text)
+        failure.__cause__ = error
+        return failure
+
+    def _send_batch(self, batch: list[_Outgoing]) -> tuple[list[_Outgoing], PressureError | None]:
+        """Mark and put tasks (one round trip; the patient way, one by one, those that find
+        the queue full). Returns the tasks left to send again and why: Redis failed (their
+        puts may have run if the error is OutcomeUnknown: ``maybe_sent``)."""
+        tasks = self._tasks
+        puts = []
+        for entry in list(batch):
+            try:
+                puts.append(internal(tasks).put_call(entry.task))
+            except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
+                batch.remove(entry)
+                self._fail(entry, exc)
+        if not batch:
+            return [], None
+        ids: list[bytes | str] = [entry.task.id for entry in batch]
+        calls = [(PackedScript("submit", (self._claims,), 0, len(ids)), ids), *puts]
+        try:
+            marked, *replies = internal(tasks).pipeline(calls)
+        except OutcomeUnknown as exc:
+            for entry in batch:
+                entry.maybe_sent = True
+            return batch, exc
+        except BackendError as exc:
+            return batch, exc
+        if isinstance(marked, redis.RedisError):
+            replies = [marked] * len(batch)
+        for i, (entry, reply) in enumerate(zip(batch, replies)):
+            if isinstance(reply, int) and reply in (-1, -2):
+                try:  # full, or a plain spec client mid-put: the patient way
+                    tasks.put(entry.task)
+                    reply = 0
+                except OutcomeUnknown as exc:
+                    entry.maybe_sent = True
+                    return batch[i:], exc
+                except BackendError as exc:
+                    return batch[i:], exc
+                except PressureError as exc:
+                    reply = exc
+            if isinstance(reply, int) and reply >= 0:
+                if entry.sent is not None:
+                    entry.sent.set()
+                continue
+            if isinstance(reply, redis.RedisError):
+                try:
+                    internal(tasks).raise_error(reply, "script put (a task)")
+                except PressureError as exc:
+                    reply = exc
+            elif isinstance(reply, int):
+                reply = QueueDoesNotExist(f"the task queue {self._tasks_key!r} is gone") \
+                    if reply == -4 else ShutDown(f"the task queue {self._tasks_key!r} is shut down")
+            self._fail(entry, reply)
+        return [], None
+
+    def _fail(self, entry: _Outgoing, error: BaseException) -> None:
+        """A task could not be sent: its future fails with ``error``."""
+        self._futures.pop(entry.task.id, None)
+        try:
+            entry.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled meanwhile
+        if entry.sent is not None:
+            entry.sent.set()
