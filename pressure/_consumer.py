@@ -34,17 +34,9 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 import redis
 
 from . import identity, serializers
-from ._records import (
-    _BUSY,
-    _DELIVERED,
-    _EMPTY,
-    _NO_QUEUE,
-    _UNDRAINED,
-    _WAITING,
-    _batch_header,
-    _parse_entry,
-)
+from ._records import _batch_header, _parse_entry
 from ._roles import CONSUMER, MIN_WAIT
+from ._scripts import GET, GetStatus
 from ._validate import _TIMEOUT_MESSAGE, _timeout_value
 from .connection import pack_command, refused_for_now
 from .errors import BackendError, DeserializationError, Empty, IntegrityError, ProtocolError, ShutDown
@@ -85,7 +77,7 @@ class _Consumer(Generic[T]):
         self.unwrap = queue._unwrap
         #: the stored items are the items themselves (bytes on a queue that stores payloads)
         self.plain = isinstance(self.serializer, serializers.BytesSerializer) and queue._STORES_PAYLOADS
-        self.run = queue._run
+        self.variant = queue._variant
         self.raise_for = queue._raise_for
         self.missing = queue._missing
         self.get_command = queue._get_command
@@ -227,13 +219,13 @@ class _Consumer(Generic[T]):
                         self.cancel(cid)  # what the BLMOVE may have moved goes back to our inbox
                     elif not isinstance(status, redis.exceptions.NoScriptError):
                         backend.raise_error(status, "script get", True)
-                elif status == _WAITING:
+                elif status == GetStatus.WAITING:
                     if reply is None:
                         if time.monotonic() >= deadline:
                             return self.cancel_wait(cid)
                         self.roles.sweep()  # a slice ended: requeue what expired meanwhile
                     # woken by close or delete, or a slice ended: look again (and renew the lease)
-                elif status == _UNDRAINED:
+                elif status == GetStatus.UNDRAINED:
                     # closed and empty, but items others hold may come back: take back what
                     # dead ones hold, else wait for the others as on an open, empty queue
                     maybe_waiting = False
@@ -246,15 +238,15 @@ class _Consumer(Generic[T]):
                         tail[5] = "w"
                 else:
                     maybe_waiting = False
-                    if status == _NO_QUEUE:  # deleted: our own lists are all that is left
+                    if status == GetStatus.NO_QUEUE:  # deleted: our own lists are all that is left
                         backend.call("DEL", backend.client().delete, inbox, inflight, held, mutating=True)
                     self.raise_for(status)
-                    if status == _BUSY:
+                    if status == GetStatus.BUSY:
                         now = time.monotonic()
                         if now >= busy_deadline:
                             raise Empty(f"queue {self.name!r} is empty")
                         self.roles.wait_for_role(CONSUMER, busy_deadline - now)
-                    elif status != _DELIVERED:
+                    elif status != GetStatus.DELIVERED:
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
                 first = False
@@ -281,16 +273,16 @@ class _Consumer(Generic[T]):
                 if isinstance(result, bytes):
                     return result
                 self.raise_for(result)
-                if result == _UNDRAINED and not recovered:
+                if result == GetStatus.UNDRAINED and not recovered:
                     recovered = True  # closed and empty, but others hold items: dead ones' first
                     holders = self.roles.recover_holders(cid)
                     if holders == "drained":
                         raise ShutDown(f"queue {self.name!r} is shut down")
                     if holders == "recovered":
                         continue
-                if result in (_EMPTY, _UNDRAINED):
+                if result in (GetStatus.EMPTY, GetStatus.UNDRAINED):
                     raise Empty(f"queue {self.name!r} is empty")
-                if result != _BUSY:
+                if result != GetStatus.BUSY:
                     raise ProtocolError(f"get script returned {result!r}")
                 # another consumer is mid-step while items wait: wait for it like a mutex
                 now = time.monotonic()
@@ -332,7 +324,7 @@ class _Consumer(Generic[T]):
             self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
             raise
         if not isinstance(result, list):
-            if result in (_EMPTY, _BUSY, _UNDRAINED):
+            if result in (GetStatus.EMPTY, GetStatus.BUSY, GetStatus.UNDRAINED):
                 return cid, []
             self.raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
@@ -399,12 +391,12 @@ class _Consumer(Generic[T]):
             received = self.last_received.get(cid, [])
         keys = (*self.get_keys, self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid))
         client_id = cid.rpartition("#")[0]
-        return self.run("get", keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
-                                      client_id, *received))
+        return GET.call(self.backend, keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
+                                             client_id, *received), variant=self.variant)
 
     def cancel_wait(self, cid: str) -> bytes:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
-        if self.cancel(cid) == _DELIVERED:
+        if self.cancel(cid) == GetStatus.DELIVERED:
             return self.nowait(cid)  # served from our inbox first
         raise Empty(f"queue {self.name!r} is empty")
 

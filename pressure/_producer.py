@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import serializers
-from ._records import _BUSY, _FULL
+from ._scripts import PutStatus
 from ._roles import MIN_WAIT, PRODUCER
 from .connection import SMALLEST_BULK_LIMIT, PackedScript
 from .errors import Full, ProtocolError
@@ -117,7 +117,7 @@ class _Producer(Generic[T]):
                 continue
             self.raise_for(result)
             now = time.monotonic()
-            if result == _FULL:
+            if result == PutStatus.FULL:
                 if now >= deadline:
                     raise Full(f"queue {self.name!r} is full")
                 client = client or backend.client()
@@ -125,7 +125,7 @@ class _Producer(Generic[T]):
                     "BRPOP :not_full", client.brpop, [self.keys.not_full],
                     timeout=max(min(backend.slice, deadline - now), MIN_WAIT),
                 ) else "0"  # a lost reply costs a wake-up, never an item or a token: not "mutating"
-            elif result == _BUSY:
+            elif result == PutStatus.BUSY:
                 if now >= busy_deadline:
                     holder = self.roles.read(self.keys.producer)
                     raise Full(f"queue {self.name!r}: the producer role is held by {holder}")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._scripts import GetStatus, PutStatus
+
 __all__ = ["QueueStatistics", "InFlight", "DeadLetter", "RepairReport"]
 
-# script results (see the headers in pressure/lua/)
-_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE, _EMPTY, _WAITING, _NEGATIVE = 1, -1, -2, -3, -4, -5, -6, -7
-#: closed and empty, but another consumer holds items that may come back (get.lua)
-_UNDRAINED = -8
+# put.lua's and get.lua's results under their old names, for pressure.aio (pressure/_scripts.py
+# has each script's Status; the rest of pressure uses those)
+_DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE = (GetStatus.DELIVERED, PutStatus.FULL, GetStatus.BUSY,
+                                               GetStatus.CLOSED, GetStatus.NO_QUEUE)
+_EMPTY, _WAITING, _NEGATIVE, _UNDRAINED = GetStatus.EMPTY, GetStatus.WAITING, GetStatus.NEGATIVE, GetStatus.UNDRAINED
 
 
 def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import identity
+from ._scripts import REQUEUE, RESTORE, RestoreStatus
 from ._validate import Options
 from .connection import Backend
 from .keys import QueueKeys
@@ -53,6 +54,7 @@ class _Roles:
         self.name = name
         self.options = options
         self.run = run
+        self.requeue_keys = REQUEUE.keys(keys)
         #: when this handle last swept the queue (monotonic)
         self.last_sweep = 0.0
         #: free key -> (holder, first seen dead): plain spec clients that look dead
@@ -95,11 +97,9 @@ class _Roles:
         k = self.keys
         if max_deliveries is None:
             max_deliveries = self.options.max_deliveries_arg
-        return self.run("requeue", (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free,
-                                    k.waiter, k.lease, k.consumers, k.redeliveries, k.dead, k.sweep,
-                                    k.bound, k.not_full),
-                        (mode, k.inbox_prefix, k.inflight_prefix, max_deliveries, consumer, which,
-                         every_ms, k.held_prefix))
+        return self.run(REQUEUE.name, self.requeue_keys, REQUEUE.check(
+            (mode, k.inbox_prefix, k.inflight_prefix, max_deliveries, consumer, which, every_ms,
+             k.held_prefix)))
 
     def sweep_if_due(self) -> None:
         """Sweep, if this handle has not in the last SWEEP_INTERVAL."""
@@ -198,7 +198,8 @@ class _Roles:
         if seen is None or seen[0] != holder:
             self.suspects[free_key] = (holder or "", now)
         elif now - seen[1] >= SPEC_HOLDER_GRACE:
-            if self.run("restore", (free_key, role_key), (holder,)):
+            if self.run(RESTORE.name, RESTORE.keys(free_key, role_key),
+                        RESTORE.check((holder,))) == RestoreStatus.RESTORED:
                 logger.warning("queue %r: %s was held by dead client %s: token restored",
                                self.name, free_key, holder)
             self.suspects.pop(free_key, None)

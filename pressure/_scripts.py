@@ -1,14 +1,14 @@
 """One binding per Lua script (pressure/lua/*.lua): its KEYS in the order its header names
-them, built from a queue's ``QueueKeys``; its ARGV names; and a ``Status`` IntEnum of the
-return codes the header documents. A call goes through the binding, which checks its
-arguments against the header's count and runs the script with ``Backend.run`` (EVALSHA,
-loaded on NOSCRIPT: the text and SHA1 are pressure/_packing.py's), so a script's signature
-is written once on the Python side; tests/test_scripts.py checks each binding against its
-script's header.
+them (the fixed ones built from a queue's ``QueueKeys``, an executor's ``ExecutorKeys`` or the
+keys the caller names, then the names of those that vary per call); its ARGV names; and a
+``Status`` IntEnum of the return codes the header documents. A script's signature is written
+once on the Python side; tests/test_scripts.py checks each binding against its script's header.
 
-These are the scripts outside the hot path (create-or-attach, inspection, close,
-shutdown, delete). The hot paths (put, get, ack, and the executor's claim/settle/submit)
-send pre-encoded commands instead (``PackedScript``).
+Two ways to call one. ``run`` / ``call`` check the arguments against the header's count and run
+the script with ``Backend.run`` (EVALSHA, loaded on NOSCRIPT: the text and SHA1 are
+pressure/_packing.py's): the scripts outside the hot path. ``command`` builds, once per handle,
+a ``PackedScript`` whose constant part (the SHA1, the fixed keys) is encoded once: each call of
+the hot paths (put, get, ack, the executor's submit, claim and settle) sends only what varies.
 """
 
 from __future__ import annotations
@@ -17,40 +17,80 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from ._packing import PackedScript
 from .keys import QueueKeys
 
 if TYPE_CHECKING:
     from .connection import Backend
 
-__all__ = ["QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE", "DRAIN",
-           "DELETE", "QUEUE_SCRIPTS"]
+__all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
+           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "REPAIR", "RESTORE", "TOUCH",
+           "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "QUEUE_SCRIPTS",
+           "OTHER_SCRIPTS"]
 
 
-class QueueScript:
-    """A script of a queue: ``name`` (lua/<name>.lua), ``keys`` (the queue's keys it takes, in
-    order), ``argv`` (its arguments' names), ``status`` (its return codes, or None where it
-    returns a value), ``more_keys`` (whether the header ends in ``KEYS[n..]``)."""
+class Script:
+    """A script: ``name`` (lua/<name>.lua); ``keys`` (builds its fixed KEYS, in order, from
+    what the caller has: a ``QueueKeys``, an ``ExecutorKeys``, key names); ``call_keys`` (the
+    names of the KEYS that follow them and vary per call); ``argv`` (its arguments' names);
+    ``more_argv`` (the name of the header's ``ARGV[n..]`` tail, if it has one); ``status``
+    (its return codes, or None where it returns a value); ``more_keys`` (whether the header
+    ends in ``KEYS[n..]``)."""
 
-    __slots__ = ("name", "keys", "argv", "status", "more_keys")
+    __slots__ = ("name", "keys", "argv", "status", "more_keys", "call_keys", "more_argv")
 
-    def __init__(self, name: str, keys: Callable[[QueueKeys], tuple[str, ...]], argv: tuple[str, ...],
-                 status: type[IntEnum] | None = None, *, more_keys: bool = False) -> None:
+    def __init__(self, name: str, keys: Callable[..., tuple[str, ...]], argv: tuple[str, ...],
+                 status: type[IntEnum] | None = None, *, more_keys: bool = False,
+                 call_keys: tuple[str, ...] = (), more_argv: str | None = None) -> None:
         self.name = name
         self.keys = keys
         self.argv = argv
         self.status = status
         self.more_keys = more_keys
+        self.call_keys = call_keys
+        self.more_argv = more_argv
 
     def __repr__(self) -> str:
-        return f"<script {self.name}: KEYS {len(self.keys(_EXAMPLE))}, ARGV {', '.join(self.argv)}>"
+        keys = ", ".join(self.call_keys)
+        argv = ", ".join((*self.argv, *((self.more_argv + "...",) if self.more_argv else ())))
+        return f"<script {self.name}: KEYS{' + ' + keys if keys else ''}, ARGV {argv}>"
+
+    def command(self, *sources: Any, variant: str = "", more: int = 0) -> PackedScript:
+        """The script as a ``PackedScript`` (built once per handle): fixed KEYS from ``sources``,
+        each call's ``call_keys`` and ``argv`` then, and ``more`` arguments of the ARGV tail
+        (a number fixed per command; a variable tail: one command per length)."""
+        if more and self.more_argv is None:
+            raise TypeError(f"script {self.name} takes no more arguments than {', '.join(self.argv)}")
+        return PackedScript(self.name + variant, self.keys(*sources), len(self.call_keys),
+                            len(self.argv) + more)
+
+    def call(self, backend: Backend, keys: tuple[str, ...], args: tuple[Any, ...], *,
+             variant: str = "", mutating: bool = True) -> Any:
+        """Run the script with all its KEYS (``keys``: fixed then per call) and ``args`` (in the
+        order of ``argv``, then the tail), one round trip."""
+        args = self.check(args)
+        return backend.run(self.name + variant, keys, args, mutating=mutating)
+
+    def check(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args``, if they are as many as the script takes; else TypeError."""
+        if len(args) != len(self.argv) and (self.more_argv is None or len(args) < len(self.argv)):
+            raise TypeError(f"script {self.name} takes {len(self.argv)} arguments "
+                            f"({', '.join(self.argv)}{', ' + self.more_argv + '...' if self.more_argv else ''}), "
+                            f"not {len(args)}")
+        return args
+
+
+class QueueScript(Script):
+    """A script of a queue: its fixed KEYS are built from the queue's ``QueueKeys``."""
+
+    __slots__ = ()
 
     def run(self, backend: Backend, keys: QueueKeys, variant: str, *args: Any, mutating: bool = True) -> Any:
         """Run the script for the queue ``keys`` (``variant``: '' for FIFO, '@lifo' or
         '@priority'), one round trip; ``args`` in the order of ``argv``."""
-        if len(args) != len(self.argv):
-            raise TypeError(f"script {self.name} takes {len(self.argv)} arguments "
-                            f"({', '.join(self.argv)}), not {len(args)}")
-        return backend.run(self.name + variant, self.keys(keys), args, mutating=mutating)
+        if self.call_keys:
+            raise TypeError(f"script {self.name} takes keys per call: use call()")
+        return self.call(backend, self.keys(keys), args, variant=variant, mutating=mutating)
 
 
 def _others(keys: QueueKeys, *named: str) -> tuple[str, ...]:
@@ -107,7 +147,7 @@ class JoinCheckStatus(IntEnum):
     NO_QUEUE = -4
 
 
-#: also ack.lua's fixed keys
+#: ack.lua's fixed keys, and join_check.lua's
 TASK_KEYS: Callable[[QueueKeys], tuple[str, ...]] = lambda k: (
     k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
 JOIN_CHECK = QueueScript("join_check", TASK_KEYS, (), JoinCheckStatus)
@@ -163,7 +203,160 @@ DELETE = QueueScript("delete", _delete_keys,
                      ("step", "inbox_prefix", "inflight_prefix", "held_prefix", "logs"), DeleteStatus,
                      more_keys=True)
 
-#: Every binding above, for the check against the scripts' headers.
-QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE)
 
-_EXAMPLE = QueueKeys.build("p", "q")
+# -- the hot paths: put, get, ack ------------------------------------------------------------
+
+class PutStatus(IntEnum):
+    """put.lua's result: the queue's length after the put (>= 0), or one of these."""
+
+    FULL = -1
+    #: the producer role is held by another client and the queue is not full
+    BUSY = -2
+    CLOSED = -3
+    NO_QUEUE = -4
+    #: a negative timeout on a bounded queue (queue.Queue raises ValueError)
+    NEGATIVE = -7
+
+
+PUT = QueueScript(
+    "put",
+    lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
+               k.produced_bytes, k.waiter, k.lease, k.delivery_seq),
+    ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key"), PutStatus,
+    more_argv="items")
+
+
+class GetStatus(IntEnum):
+    """get.lua's codes (an entry, entries or items where it delivers; see its header per mode)."""
+
+    #: 'block': an entry is in the inbox; 'cancel': an item entry waits in the inbox
+    DELIVERED = 1
+    #: the consumer role is held by another client while items wait
+    BUSY = -2
+    #: closed and drained
+    CLOSED = -3
+    NO_QUEUE = -4
+    EMPTY = -5
+    #: 'block': registered as the waiter
+    WAITING = -6
+    #: 'block': a negative timeout
+    NEGATIVE = -7
+    #: closed and empty, but another consumer holds items that may come back
+    UNDRAINED = -8
+
+
+GET = QueueScript(
+    "get",
+    lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
+               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq),
+    ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
+    call_keys=("inbox", "inflight", "held"), more_argv="received or count")
+
+
+class AckStatus(IntEnum):
+    """ack.lua's second result: the unfinished count (or 0 without task_done), or one of these."""
+
+    #: task_done() called too many times
+    TOO_MANY = -1
+    NO_QUEUE = -4
+
+
+ACK = QueueScript("ack", TASK_KEYS, ("delivery", "task_done"), AckStatus, call_keys=("inflight",))
+
+# -- reliability: requeue, kick, repair, touch, restore -----------------------------------------
+
+
+class RequeueStatus(IntEnum):
+    """requeue.lua's first result: how many items it requeued, or NOTHING ('recover' of a
+    changed record, 'sweep' within the interval)."""
+
+    NOTHING = -1
+
+
+REQUEUE = QueueScript(
+    "requeue",
+    lambda k: (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
+               k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full),
+    ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
+     "held_prefix"), RequeueStatus)
+
+#: how many dead letters moved
+KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,
+                                      k.not_full), ("count",))
+
+
+class RepairStatus(IntEnum):
+    """repair.lua's result when it is ``{NO_QUEUE}`` (else the keys it reset)."""
+
+    NO_QUEUE = -4
+
+
+REPAIR = QueueScript("repair", lambda k: (k.base, k.bound, k.producer_free, k.consumer_free, k.not_full,
+                                          k.closed, k.waiter, k.lease), (), RepairStatus)
+
+#: 1 touched, 0 gone (with '*': how many)
+TOUCH = Script("touch", lambda: (), ("delivery",), call_keys=("inflight",))
+
+
+class RestoreStatus(IntEnum):
+    """restore.lua's result."""
+
+    RESTORED = 1
+    NOT_RESTORED = 0
+
+
+#: keys: a role's token list and holder key (:producer_free, :producer or the consumer's)
+RESTORE = Script("restore", lambda free, holder: (free, holder), ("holder",), RestoreStatus)
+
+# -- the executor: submit, claim, settle, cancel (KEYS from ExecutorKeys) --------------------
+
+#: how many tasks were marked
+SUBMIT = Script("submit", lambda k: (k.claims,), (), more_argv="task_ids")
+
+
+class ClaimStatus(IntEnum):
+    """claim.lua's result: the start number (>= 1: run it), or one of these."""
+
+    CANCELLED = 0
+    #: started max attempts times already: WorkerLost
+    GIVE_UP = -1
+    #: another delivery of it is held by a worker, or it has finished
+    DROP = -2
+    #: this delivery went back to the queue: not this worker's
+    NOT_OURS = -3
+
+
+#: keys: the executor's, and the worker's in-flight list of the task queue
+CLAIM = Script("claim", lambda k, inflight: (k.claims, inflight, k.retried, k.lost),
+               ("consumer_id", "delivery", "task_id", "max_attempts", "inflight_prefix"), ClaimStatus)
+#: keys as CLAIM's; how many deliveries were acknowledged
+SETTLE = Script("settle", lambda k, inflight: (k.claims, inflight), ("consumer_id",),
+                more_argv="delivery and task id pairs")
+
+
+class CancelStatus(IntEnum):
+    """cancel.lua's result."""
+
+    CANCELLED = 1
+    #: a worker has started it or given up on it
+    STARTED = 0
+    #: finished, or not submitted yet
+    NOT_MARKED = -1
+
+
+CANCEL = Script("cancel", lambda k: (k.claims,), ("task_id",), CancelStatus)
+
+# -- the log of pressure.spark (pressure/spark/log.py) --------------------------------------
+
+#: keys: the consumer's in-flight list, the log, its tail, the queue's :producer and :pressure:logs;
+#: the log's tail after the append
+LOG_APPEND = Script("log_append", lambda inflight, log, tail, producer, logs: (inflight, log, tail, producer, logs),
+                    ("group",), more_argv="deliveries")
+#: keys: the log and its committed number; the committed number after the call
+LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upto",))
+
+#: Every binding above, for the check against the scripts' headers: those whose fixed KEYS
+#: come from a ``QueueKeys``, and the others.
+QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
+                 REQUEUE, KICK, REPAIR)
+OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT)

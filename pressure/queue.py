@@ -66,13 +66,13 @@ import redis.cluster
 from . import serializers
 from ._consumer import _Consumer
 from ._producer import _Producer
-from ._records import _CLOSED, _NEGATIVE, _NO_QUEUE, DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (CLOSE, CREATE, DELETE, DRAIN, FORGET, INFO, SET_BOUND, TASK_KEYS, CloseStatus,
-                       CreateStatus, DeleteStatus, DrainStatus, QueueScript, SetBoundStatus)
+from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
+from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT, SET_BOUND, CloseStatus,
+                       CreateStatus, DeleteStatus, DrainStatus, PutStatus, QueueScript, SetBoundStatus)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
-from .connection import Backend, ConnectionConfig, PackedScript
+from .connection import Backend, ConnectionConfig
 from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
@@ -211,17 +211,12 @@ class Queue(Reliability[T]):
         backend.route(k.base, f"queue {name!r}")
         self._backend = backend
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND  # the scripts' names
-        self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
-                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
-                          k.redeliveries, k.delivery_seq)
-        self._task_keys = TASK_KEYS(k)
-        # the hot paths send pre-encoded commands: see PackedScript
-        self._put_command = PackedScript("put" + self._variant, (
-            k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-            k.produced_bytes, k.waiter, k.lease, k.delivery_seq), 0, 6)
-        self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
-        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
-        self._ack_command = PackedScript("ack" + self._variant, self._task_keys, 1, 2)
+        self._get_keys = GET.keys(k)
+        # the hot paths send pre-encoded commands, built once per handle: see PackedScript
+        self._put_command = PUT.command(k, variant=self._variant)
+        self._get_command = GET.command(k, variant=self._variant)
+        self._get_many_command = GET.command(k, variant=self._variant, more=1)  # ARGV[7]: how many
+        self._ack_command = ACK.command(k, variant=self._variant)
         self._roles = _Roles(backend, k, name, options, self._run)
         self._producer: _Producer[T] = _Producer(self)
         self._consumer: _Consumer[T] = _Consumer(self)
@@ -376,12 +371,13 @@ class Queue(Reliability[T]):
         return QueueDoesNotExist(f"queue {self._name!r} does not exist")
 
     def _raise_for(self, result: int) -> None:
-        """Raise what a script result that ends the call means (closed, deleted, bad timeout)."""
-        if result == _CLOSED:
+        """Raise what a put.lua or get.lua result that ends the call means (closed, deleted,
+        bad timeout: the same codes in both, PutStatus and GetStatus)."""
+        if result == PutStatus.CLOSED:
             raise ShutDown(f"queue {self._name!r} is shut down")
-        if result == _NO_QUEUE:
+        if result == PutStatus.NO_QUEUE:
             raise self._missing()
-        if result == _NEGATIVE:
+        if result == PutStatus.NEGATIVE:
             raise ValueError(_TIMEOUT_MESSAGE)
 
     # -- put ----------------------------------------------------------------------

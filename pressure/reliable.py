@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
-from ._scripts import JOIN_CHECK, JoinCheckStatus, QueueScript
-from ._records import _NO_QUEUE, DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
+from ._scripts import JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, JoinCheckStatus, QueueScript, RepairStatus
+from ._records import DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
 from ._validate import Options, _count
 from .connection import Backend, PackedScript
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
@@ -90,9 +90,7 @@ class Reliability(Generic[T]):
     _roles: _Roles
     _ack_command: PackedScript
 
-    def _run(self, script: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
-             *, mutating: bool = True) -> Any:
-        raise NotImplementedError
+    _variant: str
 
     def _unwrap(self, item: bytes) -> bytes:
         raise NotImplementedError
@@ -130,9 +128,9 @@ class Reliability(Generic[T]):
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
         self._consumer.forget(delivery)
-        if unfinished == -1:
+        if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
-        if unfinished == _NO_QUEUE:
+        if unfinished == AckStatus.NO_QUEUE:
             raise self._missing()
         return bool(acked)
 
@@ -149,7 +147,7 @@ class Reliability(Generic[T]):
     def _touch(self, cid: str, seq: str) -> int:
         """Restart the visibility timeout of delivery ``seq`` of consumer ``cid`` ('*': all it
         holds); how many were touched."""
-        return int(self._run("touch", (self._keys.inflight(cid),), (seq,)))
+        return int(TOUCH.call(self._backend, (self._keys.inflight(cid),), (seq,), variant=self._variant))
 
     def _bury(self, delivery: Delivery[T]) -> bool:
         """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
@@ -192,9 +190,9 @@ class Reliability(Generic[T]):
             return
         _, unfinished = self._backend.script(
             self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
-        if unfinished == -1:
+        if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
-        if unfinished == _NO_QUEUE:
+        if unfinished == AckStatus.NO_QUEUE:
             raise self._missing()
 
     @property
@@ -270,10 +268,8 @@ class Reliability(Generic[T]):
     def kick(self, n: int | None = None) -> int:
         """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
         queue with a fresh delivery count. Returns how many moved."""
-        k = self._keys
         count = -1 if n is None else _count("n", n)
-        return int(self._run("kick", (k.dead, k.base, k.consumed_messages, k.consumed_bytes,
-                                      k.bound, k.not_full), (count,)))
+        return int(self._call(KICK, count))
 
     def purge_dead(self) -> int:
         """Delete the dead-letter list; return how many items it held."""
@@ -293,9 +289,8 @@ class Reliability(Generic[T]):
         holding a role: it does not ask.
         """
         k = self._keys
-        result = self._run("repair", (k.base, k.bound, k.producer_free, k.consumer_free,
-                                      k.not_full, k.closed, k.waiter, k.lease), ())
-        if result == [_NO_QUEUE]:
+        result = self._call(REPAIR)
+        if result == [RepairStatus.NO_QUEUE]:
             raise self._missing()
         reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
         recovered = []

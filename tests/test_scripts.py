@@ -233,40 +233,85 @@ _NUMBER = re.compile(r"(?<![\w\[.])-?\d+\b")
 def _bindings() -> list[Any]:
     from pressure import _scripts
 
-    return list(_scripts.QUEUE_SCRIPTS)
+    return [*_scripts.QUEUE_SCRIPTS, *_scripts.OTHER_SCRIPTS]
+
+
+def _sources(binding: Any, kind: str) -> tuple[Any, ...]:
+    """What a binding builds its fixed KEYS from, as pressure's callers pass it."""
+    from pressure._scripts import QueueScript
+    from pressure.keys import ExecutorKeys, QueueKeys
+
+    k = QueueKeys.build("p", "q", kind)
+    if isinstance(binding, QueueScript):
+        return (k,)
+    e = ExecutorKeys.build("p", "e")
+    inflight = QueueKeys.build("p", e.tasks).inflight("w")
+    log = f"{k.logs}:g"
+    return {"touch": (), "restore": (k.producer_free, k.producer), "submit": (e,), "claim": (e, inflight),
+            "settle": (e, inflight), "cancel": (e,),
+            "log_append": (k.inflight("c"), log, f"{log}:tail", k.producer, k.logs),
+            "log_commit": (log, f"{log}:committed")}[binding.name]
+
+
+def test_every_script_has_one_binding() -> None:
+    names = [b.name for b in _bindings()]
+    assert sorted(names) == sorted(n.removesuffix(".lua") for n in SCRIPTS)
 
 
 @pytest.mark.parametrize("binding", _bindings(), ids=lambda b: b.name)
 @pytest.mark.parametrize("kind", ["fifo", "lifo", "priority"])
 def test_binding_matches_its_scripts_header(binding: Any, kind: str) -> None:
-    """A binding passes as many KEYS as its script's header names (at least as many, and a
-    tail only where the header has one), each named key the key the header names, as many
-    ARGV as the header names, and each of its status codes is one the header returns."""
-    from pressure.keys import QueueKeys
-
+    """A binding passes as many KEYS as its script's header names (fixed, then those of each
+    call; at least as many, and a tail only where the header has one), each named key the key
+    the header names, as many ARGV as the header names (a tail where, and only where, the header
+    has one), and each of its status codes is one the header returns."""
     s = _parse(binding.name + ".lua")
-    keys = binding.keys(QueueKeys.build("p", "q", kind))
+    fixed = binding.keys(*_sources(binding, kind))
+    keys = (*fixed, *(f"p:per-call:{name}" for name in binding.call_keys))
     named = len(s.documented["KEYS"])
     assert sorted(s.documented["KEYS"]) == list(range(1, named + 1))
     assert binding.more_keys == ("KEYS" in s.variadic_from)
     if binding.more_keys:
-        assert len(keys) >= named and s.variadic_from["KEYS"] == named + 1
+        assert len(keys) >= named and s.variadic_from["KEYS"] == named + 1 and not binding.call_keys
     else:
         assert len(keys) == named
     assert len(set(keys)) == len(keys), "a key passed twice"
     for line in s.header:
         if m := _NAMED_KEY.match(line):
             assert keys[int(m.group(1)) - 1].endswith(m.group(2)), line
-    assert "ARGV" not in s.variadic_from and len(binding.argv) == len(s.documented["ARGV"])
+    assert len(binding.argv) == len(s.documented["ARGV"])
+    assert (binding.more_argv is not None) == ("ARGV" in s.variadic_from)
+    if binding.more_argv is not None:
+        assert s.variadic_from["ARGV"] == len(binding.argv) + 1
     returns = "\n".join(s.header[next(i for i, line in enumerate(s.header) if "return" in line):])
     codes = {int(n) for n in _NUMBER.findall(returns)}
     for status in binding.status or ():
         assert status.value in codes, f"{binding.name}: {status!r} is not in its header's return"
+    command = binding.command(*_sources(binding, kind), variant="" if kind == "fifo" else "@" + kind)
+    per_call = [*keys[len(fixed):], *binding.argv]
+    assert command.pack(per_call).count(b"\r\n$") == 3 + len(keys) + len(binding.argv)
 
 
 def test_a_binding_refuses_a_wrong_argument_count() -> None:
-    from pressure._scripts import CLOSE
+    from pressure._scripts import CLOSE, GET, PUT
     from pressure.keys import QueueKeys
 
+    k = QueueKeys.build("p", "q")
     with pytest.raises(TypeError, match="close takes 2 arguments"):
-        CLOSE.run(None, QueueKeys.build("p", "q"), "", "only one")  # type: ignore[arg-type]
+        CLOSE.run(None, k, "", "only one")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="get takes keys per call"):
+        GET.run(None, k, "", *"123456")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="put takes 6 arguments"):
+        PUT.call(None, PUT.keys(k), tuple("12345"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takes no more arguments"):
+        CLOSE.command(k, more=1)
+    with pytest.raises(TypeError, match="put takes 6 more arguments"):
+        PUT.command(k).pack(["1"])
+
+
+def test_put_and_get_share_the_codes_queue_raises_for() -> None:
+    """Queue._raise_for reads put.lua's and get.lua's results alike."""
+    from pressure._scripts import GetStatus, PutStatus
+
+    for name in ("BUSY", "CLOSED", "NO_QUEUE", "NEGATIVE"):
+        assert PutStatus[name] == GetStatus[name], name

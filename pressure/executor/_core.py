@@ -24,6 +24,7 @@ import redis
 import redis.cluster
 
 from .._internal import attach, internal
+from .._scripts import CANCEL, CancelStatus
 from ..connection import Backend, ConnectionConfig
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
@@ -167,7 +168,7 @@ class _Core:
         self._broken: str | None = None
         self._thread: threading.Thread | None = None
         self._pool: WorkerPool | None = None
-        self._sender = _Sender(self._name, self._tasks, self._keys.tasks, self._keys.claims, self._futures,
+        self._sender = _Sender(self._name, self._tasks, self._keys, self._futures,
                                outage_limit, lambda: self._cleaned, self._break)
         client = self._backend.client()
         client.delete(self._keys.broken)  # a failure of an earlier run is not ours
@@ -405,12 +406,12 @@ class _Core:
         if self._sender.cancel_unsent(task_id):
             return True
         try:
-            answer = self._backend.run("cancel", (self._keys.claims,), (task_id,))
+            answer = CANCEL.call(self._backend, CANCEL.keys(self._keys), (task_id,))
         except PressureError as exc:
             logger.warning("pressure executor %r: cannot cancel task %s: %s", self._name, task_id, exc)
             return None
-        if answer != 1:
-            return None if answer == -1 else False
+        if answer != CancelStatus.CANCELLED:
+            return None if answer == CancelStatus.NOT_MARKED else False
         self._sender.forget(task_id)
         self._futures.pop(task_id, None)
         return True

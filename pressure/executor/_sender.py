@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import redis
 
 from .._internal import internal
-from ..connection import PackedScript
+from .._scripts import SUBMIT, PutStatus
+from ..keys import ExecutorKeys
 from ..errors import (AuthenticationError, BackendError, OutcomeUnknown, PermissionDenied, PressureError,
                      QueueDoesNotExist, ShutDown)
 from ..outage import Complaint
@@ -54,19 +55,18 @@ class _Outgoing:
 
 class _Sender:
     """An executor's outbox and the thread that empties it. It borrows from the executor's
-    core: its ``name`` (for messages), its task queue ``tasks`` (``tasks_key``, its key, for
-    errors), the ``claims`` key that submit.lua marks, the pending ``futures`` by task id
+    core: its ``name`` (for messages), its task queue ``tasks``, its ``keys`` (the task queue's
+    for errors, the claims hash that submit.lua marks), the pending ``futures`` by task id
     (a task that cannot be sent leaves them), ``outage_limit``, ``cleaned`` (whether the core
     is cleaned up: then the thread ends) and ``broken`` (called with a reason if the thread
     fails). The outbox is touched only under ``_ready``."""
 
-    def __init__(self, name: str, tasks: Queue[Task], tasks_key: str, claims: str,
+    def __init__(self, name: str, tasks: Queue[Task], keys: ExecutorKeys,
                  futures: dict[str, _TaskFuture], outage_limit: float, cleaned: Callable[[], bool],
                  broken: Callable[[str], None]) -> None:
         self._name = name
         self._tasks = tasks
-        self._tasks_key = tasks_key
-        self._claims = claims
+        self._keys = keys
         self._futures = futures
         self._outage_limit = outage_limit
         self._cleaned = cleaned
@@ -216,7 +216,7 @@ class _Sender:
         if not batch:
             return [], None
         ids: list[bytes | str] = [entry.task.id for entry in batch]
-        calls = [(PackedScript("submit", (self._claims,), 0, len(ids)), ids), *puts]
+        calls = [(SUBMIT.command(self._keys, more=len(ids)), ids), *puts]
         try:
             marked, *replies = internal(tasks).pipeline(calls)
         except OutcomeUnknown as exc:
@@ -228,7 +228,7 @@ class _Sender:
         if isinstance(marked, redis.RedisError):
             replies = [marked] * len(batch)
         for i, (entry, reply) in enumerate(zip(batch, replies)):
-            if isinstance(reply, int) and reply in (-1, -2):
+            if isinstance(reply, int) and reply in (PutStatus.FULL, PutStatus.BUSY):
                 try:  # full, or a plain spec client mid-put: the patient way
                     tasks.put(entry.task)
                     reply = 0
@@ -249,8 +249,8 @@ class _Sender:
                 except PressureError as exc:
                     reply = exc
             elif isinstance(reply, int):
-                reply = QueueDoesNotExist(f"the task queue {self._tasks_key!r} is gone") \
-                    if reply == -4 else ShutDown(f"the task queue {self._tasks_key!r} is shut down")
+                reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
+                    if reply == PutStatus.NO_QUEUE else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
             self._fail(entry, reply)
         return [], None
 

@@ -56,6 +56,7 @@ import redis
 
 from .. import identity
 from .._internal import attach, internal
+from .._scripts import CLAIM, SETTLE, ClaimStatus
 from ..connection import Backend, ConnectionConfig, PackedScript
 from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
@@ -156,9 +157,6 @@ def _is_task(item: Any) -> bool:
             and isinstance(item.body, bytes))
 
 
-#: What claim.lua answers, besides a start number (>= 1).
-_CANCELLED, _GIVE_UP, _DROP, _NOT_OURS = 0, -1, -2, -3
-
 
 class _Worker:
     """One worker process: take tasks, run them one at a time, reply; until told to stop.
@@ -186,7 +184,7 @@ class _Worker:
         self.consumer = self.link.consumer_id()
         self.inflight = self.tasks.keys.inflight(self.consumer)
         k = self.keys
-        self.claim_command = PackedScript("claim", (k.claims, self.inflight, k.retried, k.lost), 0, 5)
+        self.claim_command = CLAIM.command(k, self.inflight)
         self.stop = stop
         self.replies: dict[str, Queue[bytes]] = {}
         self.held: collections.deque[Delivery[Task]] = collections.deque()  # received, not started
@@ -283,7 +281,7 @@ class _Worker:
         """Act on claim.lua's decision about a task: run it (its reply), or the reply that it
         was given up on; None if it is not to run (cancelled, or a second copy)."""
         task = delivery.item
-        if decision == _GIVE_UP:
+        if decision == ClaimStatus.GIVE_UP:
             lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
                               f"died each time (max_attempts={task.max_attempts}): not run again")
             return pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
@@ -345,7 +343,7 @@ class _Worker:
         settle: list[bytes | str] = [self.consumer]
         for delivery, _ in done:
             settle += (delivery.id, delivery.item.id)
-        calls.append((PackedScript("settle", (self.keys.claims, self.inflight), 0, len(settle)), settle))
+        calls.append((SETTLE.command(self.keys, self.inflight, more=len(settle) - 1), settle))
         replies = self.backend.pipeline(calls)
         for reply in replies:
             if isinstance(reply, redis.RedisError):
@@ -392,7 +390,7 @@ class _Worker:
                 if step is None:
                     continue
                 delivery, decision = step
-                if decision == _NOT_OURS:  # it went back to the queue meanwhile: not ours to run
+                if decision == ClaimStatus.NOT_OURS:  # it went back to the queue meanwhile: not ours to run
                     self.link.forget(delivery)
                     continue
                 reply = self.run(delivery, decision)

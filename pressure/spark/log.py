@@ -26,6 +26,7 @@ from typing import Any
 import redis
 
 from .._internal import attach, internal
+from .._scripts import LOG_APPEND, LOG_COMMIT
 from ..connection import ConnectionConfig
 from ..errors import PressureError
 from ..keys import KINDS, resolve_prefix
@@ -145,9 +146,9 @@ class QueueLog:
             got = link.receive_many(min(left, _CHUNK), track=False)
             if not got:
                 break
-            tail = int(link.run("log_append", (k.inflight(got[0].consumer), self._log, self._tail_key,
-                                             k.producer, k.logs),
-                              (self._group, *(d.id for d in got))))
+            tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(got[0].consumer), self._log,
+                                                                self._tail_key, k.producer, k.logs),
+                                LOG_APPEND.check((self._group, *(d.id for d in got)))))
             left -= len(got)
         if tail is None:  # nothing queued (a queue that is gone raised QueueDoesNotExist)
             return self.tail()
@@ -199,7 +200,8 @@ class QueueLog:
 
     def commit(self, upto: int) -> int:
         """Drop the entries up to ``upto``; returns the committed number (commits only move forward)."""
-        return int(internal(self._queue).run("log_commit", (self._log, self._committed_key), (int(upto),)))
+        return int(internal(self._queue).run(LOG_COMMIT.name, LOG_COMMIT.keys(self._log, self._committed_key),
+                                             LOG_COMMIT.check((int(upto),))))
 
     def disconnect(self) -> None:
         self._queue.disconnect()
