@@ -533,9 +533,9 @@ def test_url_or_connection_of_the_wrong_type_is_a_type_error_naming_it(
     cases: list[tuple[dict[str, Any], str]] = [
         ({"url": 5}, r"^url must be a str, not int$"),
         ({"url": url.encode()}, r"^url must be a str, not bytes$"),
-        ({"connection": "x"}, r"^connection must be a redis.Redis client, not str$"),
-        ({"connection": redis.ConnectionPool.from_url(url)}, r"^connection must be a redis.Redis client, "
-                                                            r"not ConnectionPool$"),
+        ({"connection": "x"}, r"^connection must be a redis.Redis or redis.cluster.RedisCluster client, not str$"),
+        ({"connection": redis.ConnectionPool.from_url(url)},
+         r"^connection must be a redis.Redis or redis.cluster.RedisCluster client, not ConnectionPool$"),
     ]
     for kwargs, message in cases:
         if "connection" in kwargs and "WorkerPool" in request.node.name:
