@@ -30,6 +30,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import redis
 from redis.crc import key_slot as _crc_slot
 
+from .sentinel import parse_address
+
 __all__ = ["SCHEMES", "ClusterSettings", "SlotPool", "hash_tag", "key_slot", "placed_slot",
            "parse_cluster_url", "settings_of_cluster", "discover_owner"]
 
@@ -114,19 +116,7 @@ def parse_cluster_url(url: str) -> tuple[ClusterSettings, dict[str, Any]]:
 
 
 def _address(text: str) -> tuple[str, int]:
-    """``host``, ``host:port`` or ``[v6]:port``."""
-    if text.startswith("["):
-        host, _, port = text[1:].partition("]")
-        port = port[1:] if port.startswith(":") else port
-    elif text.count(":") == 1:
-        host, _, port = text.partition(":")
-    else:
-        host, port = text, ""
-    if not host:
-        raise ValueError("a Redis Cluster URL lists its nodes as host:port[,host:port...]")
-    if port and not port.isdigit():
-        raise ValueError(f"a node's port is a number, not {port!r}")
-    return unquote(host), int(port) if port else DEFAULT_PORT
+    return parse_address(text, DEFAULT_PORT, "node")
 
 
 def settings_of_cluster(client: Any) -> tuple[ClusterSettings, type[redis.connection.AbstractConnection],

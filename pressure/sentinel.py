@@ -147,8 +147,9 @@ def parse_sentinel_url(url: str) -> tuple[SentinelSettings, dict[str, Any]]:
                              int(min_other[0]) if min_other else 0), kwargs)
 
 
-def _address(text: str) -> tuple[str, int]:
-    """``host``, ``host:port`` or ``[v6]:port``."""
+def parse_address(text: str, default_port: int, what: str) -> tuple[str, int]:
+    """``host``, ``host:port`` or ``[v6]:port`` from a URL's list of ``what`` (e.g. "sentinel"),
+    ``default_port`` when none is given (shared with pressure/cluster.py's node lists)."""
     if text.startswith("["):
         host, _, port = text[1:].partition("]")
         port = port[1:] if port.startswith(":") else port
@@ -157,7 +158,12 @@ def _address(text: str) -> tuple[str, int]:
     else:
         host, port = text, ""
     if not host:
-        raise ValueError("a Sentinel URL lists its sentinels as host:port[,host:port...]")
+        raise ValueError(f"a {'Sentinel' if what == 'sentinel' else 'Redis Cluster'} URL lists its "
+                         f"{what}s as host:port[,host:port...]")
     if port and not port.isdigit():
-        raise ValueError(f"a sentinel's port is a number, not {port!r}")
-    return unquote(host), int(port) if port else DEFAULT_PORT
+        raise ValueError(f"a {what}'s port is a number, not {port!r}")
+    return unquote(host), int(port) if port else default_port
+
+
+def _address(text: str) -> tuple[str, int]:
+    return parse_address(text, DEFAULT_PORT, "sentinel")
