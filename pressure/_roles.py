@@ -90,16 +90,17 @@ class _Roles:
     # -- requeueing -----------------------------------------------------------------
 
     def requeue(self, mode: str, consumer: str = "", which: str = "", *, every_ms: int | str = "",
-                max_deliveries: str | None = None) -> Any:
+                max_deliveries: str | None = None, delay_ms: str = "") -> Any:
         """requeue.lua in ``mode``: 'release' (delivery ``which`` of ``consumer``), 'recover'
         (everything ``consumer`` holds, if its record is still ``which``) or 'sweep' (what
-        expired, at most once per ``every_ms``). ``max_deliveries`` overrides the queue's."""
+        expired, at most once per ``every_ms``). ``max_deliveries`` overrides the queue's;
+        ``delay_ms`` ('release') delays the item instead of returning it to the head."""
         k = self.keys
         if max_deliveries is None:
             max_deliveries = self.options.max_deliveries_arg
         return self.run(REQUEUE.name, self.requeue_keys, REQUEUE.check(
             (mode, k.inbox_prefix, k.inflight_prefix, max_deliveries, consumer, which, every_ms,
-             k.held_prefix)))
+             k.held_prefix, delay_ms)))
 
     def sweep_if_due(self) -> None:
         """Sweep, if this handle has not in the last SWEEP_INTERVAL."""
@@ -137,7 +138,7 @@ class _Roles:
         """On a closed, empty queue whose items other consumers hold (get.lua -8): take back
         what consumers on this host whose process is gone hold, and say what is left:
         'recovered' (look again now), 'wait' (items may still come back: unacknowledged, in
-        an inbox, or held by a consumer elsewhere, alive or not), or 'drained' (the holders
+        an inbox, or held by a consumer elsewhere, alive or not; or delayed items wait), or 'drained' (the holders
         are default-mode consumers alive on this host: what they hold, a get returned or is
         returning, its drop on the way)."""
         backend, k = self.backend, self.keys
@@ -154,6 +155,8 @@ class _Roles:
                 pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
             pipe.exists(k.held(consumer))
         replies = backend.call("look at the holders", pipe.execute)
+        if backend.call("EXISTS", backend.client().exists, k.delayed):
+            return "wait"  # delayed items: they enter when due
         here = identity.hostname()
         for i, (_, record) in enumerate(others):
             n_inbox, wake_inbox, n_inflight, wake_inflight, held = replies[5 * i:5 * i + 5]

@@ -179,7 +179,7 @@ class DrainStatus(IntEnum):
 DRAIN = QueueScript(
     "drain",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
-               k.tasks_done, k.discarded, k.all_tasks_done),
+               k.tasks_done, k.discarded, k.all_tasks_done, k.delayed),
     ("client_id",), DrainStatus)
 
 
@@ -221,8 +221,8 @@ class PutStatus(IntEnum):
 PUT = QueueScript(
     "put",
     lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-               k.produced_bytes, k.waiter, k.lease, k.delivery_seq),
-    ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key"), PutStatus,
+               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed),
+    ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms"), PutStatus,
     more_argv="items")
 
 
@@ -248,7 +248,7 @@ class GetStatus(IntEnum):
 GET = QueueScript(
     "get",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
-               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq),
+               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed),
     ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
     call_keys=("inbox", "inflight", "held"), more_argv="received or count")
 
@@ -276,9 +276,9 @@ class RequeueStatus(IntEnum):
 REQUEUE = QueueScript(
     "requeue",
     lambda k: (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
-               k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full),
+               k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
-     "held_prefix"), RequeueStatus)
+     "held_prefix", "delay_ms"), RequeueStatus)
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,

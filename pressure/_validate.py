@@ -108,3 +108,20 @@ class Options:
     def max_deliveries_arg(self) -> str:
         """max_deliveries as requeue.lua reads it ('0': no limit)."""
         return str(self.max_deliveries or 0)
+
+
+#: The longest delay (or ttl): about 31 years in ms, exact in the scripts' Lua numbers.
+MAX_DELAY = 10**12 / 1000
+
+
+def _delay_ms(name: str, value: Any) -> str:
+    """A delay of ``value`` seconds (None or 0: none) as the scripts read it: whole ms, '' for none."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DELAY:
+        raise ValueError(f"{name} must be a finite number of seconds from 0 to {MAX_DELAY:g}, not {value!r}")
+    ms = math.ceil(seconds * 1000)
+    return str(ms) if ms > 0 else ""

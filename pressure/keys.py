@@ -92,6 +92,8 @@ class QueueKeys:
     dead: str
     sweep: str
     kind: str
+    #: sorted set of delayed items by due time (put(..., delay=), Delivery.release(delay=))
+    delayed: str
     #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
     #: log is '<logs>:<group>', with ':tail' and ':committed'
     logs: str
@@ -130,6 +132,7 @@ class QueueKeys:
             dead=f"{ext}:dead",
             sweep=f"{ext}:sweep",
             kind=f"{ext}:kind",
+            delayed=f"{ext}:delayed",
             logs=f"{ext}:logs",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
@@ -157,7 +160,7 @@ class QueueKeys:
         """pressure's own fixed keys for this queue (not the per-consumer inbox, in-flight and held
         lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
-                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs)
+                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

@@ -71,7 +71,7 @@ from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT
                        CreateStatus, DeleteStatus, DrainStatus, PutStatus, QueueScript, SetBoundStatus)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
-from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
+from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _timeout_value
 from .connection import Backend, ConnectionConfig
 from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
 from .durability import Durability
@@ -382,7 +382,8 @@ class Queue(Reliability[T]):
 
     # -- put ----------------------------------------------------------------------
 
-    def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
+    def put(self, item: T, block: bool = True, timeout: float | None = None, *,
+            delay: float | None = None) -> None:
         """Put an item into the queue.
 
         If optional args 'block' is true and 'timeout' is None (the default),
@@ -394,19 +395,25 @@ class Queue(Reliability[T]):
         is ignored in that case). Raises ShutDown if the queue is shut down.
         The item is serialized first: if that fails, SerializationError is
         raised and the queue is not touched.
+
+        ``delay`` (seconds): the item stays invisible until then, and then enters the queue
+        in due order (see README, Task lifecycle). It counts against ``maxsize`` meanwhile.
         """
+        delay_ms = _delay_ms("delay", delay)
         payload = self._producer.payload(item)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         self._consumer.retry_cancels()
         result = self._backend.script(self._put_command,
-                                      self._producer.args(payload, self._order_key(item), negative),
+                                      self._producer.args(payload, self._order_key(item), negative, "0", delay_ms),
                                       durability=self._options.durability)
         if result >= 0:
             return
-        self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result)
+        self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result,
+                                  delay_ms)
 
-    def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
+    def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,
+                 delay: float | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
 
         Every item is serialized first: if one cannot be, SerializationError is raised and
@@ -417,8 +424,10 @@ class Queue(Reliability[T]):
         full or is shut down before all are in, Full or ShutDown is raised with ``items_put``
         set to how many of the items (the first ones) went in. Other producers' items may come
         between the batch's round trips, never inside one; a round trip carries at most 1000
-        items, and no more bytes than the server accepts for one item.
+        items, and no more bytes than the server accepts for one item. ``delay`` delays every
+        item as ``put`` does (same due time, in order).
         """
+        delay_ms = _delay_ms("delay", delay)
         items = items if isinstance(items, (list, tuple)) else list(items)
         payloads = self._producer.dumps_all(items)
         orders = self._order_keys(items)
@@ -430,7 +439,7 @@ class Queue(Reliability[T]):
         self._consumer.retry_cancels()
         total = len(payloads)
         try:
-            self._producer.put_pending(payloads, orders, negative, block, wait, None)
+            self._producer.put_pending(payloads, orders, negative, block, wait, None, delay_ms)
         except (Full, ShutDown) as exc:
             exc.items_put = total - len(payloads)
             raise

@@ -17,7 +17,7 @@ import redis
 
 from ._scripts import JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, JoinCheckStatus, QueueScript, RepairStatus
 from ._records import DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
-from ._validate import Options, _count
+from ._validate import Options, _count, _delay_ms
 from .connection import Backend, PackedScript
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
 from .keys import QueueKeys
@@ -61,10 +61,13 @@ class Delivery(Generic[T]):
         """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
         return self._queue._ack(self, task_done=False)
 
-    def release(self) -> bool:
+    def release(self, *, delay: float | None = None) -> bool:
         """Give the item back: it returns to the head of the queue (or, past max_deliveries,
-        to the dead-letter list). False if it was already acknowledged or requeued."""
-        return self._queue._release(self)
+        to the dead-letter list). False if it was already acknowledged or requeued.
+        ``delay`` (seconds): it waits that long among the delayed items, then enters the
+        queue as a delayed put does (tarantool's ``release(id, {delay = ...})``), keeping its
+        delivery count."""
+        return self._queue._release(self, _delay_ms("delay", delay))
 
     def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
         """This acknowledgement, as a call for ``Backend.pipeline``."""
@@ -139,8 +142,8 @@ class Reliability(Generic[T]):
         self._consumer.forget(delivery)
         return self._ack_command, [self._keys.inflight(delivery.consumer), delivery.id, "0"]
 
-    def _release(self, delivery: Delivery[T]) -> bool:
-        requeued, dead = self._roles.requeue("release", delivery.consumer, delivery.id)
+    def _release(self, delivery: Delivery[T], delay_ms: str = "") -> bool:
+        requeued, dead = self._roles.requeue("release", delivery.consumer, delivery.id, delay_ms=delay_ms)
         self._consumer.forget(delivery)
         return bool(requeued or dead)
 

@@ -18,7 +18,7 @@ def assert_invariants(r: redis.Redis, q: pressure.Queue[Any]) -> None:
     assert r.llen(k.producer_free) == 1, "producer token missing or duplicated"
     assert r.llen(k.consumer_free) == 1, "consumer token missing or duplicated"
     bound = int(cast(bytes, r.get(k.bound)))
-    length = r.llen(k.base)
+    length = r.llen(k.base) + r.zcard(k.delayed)  # delayed items count against the bound
     if r.exists(k.closed):
         assert r.llen(k.not_full) <= 1
         assert r.llen(k.closed) >= 1

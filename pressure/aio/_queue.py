@@ -39,6 +39,7 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _FULL, _NEGATIVE, _NO_QUEUE
+from .._scripts import GET, PUT
 from .._roles import CONSUMER, MIN_WAIT, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript
@@ -118,14 +119,10 @@ class AsyncQueue(_Getting[T]):
         self._client_id = client_id or identity.client_id()
         self._cid = f"{self._client_id}#{uuid.uuid4().hex[:8]}"
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
-        self._get_keys = (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full,
-                          k.consumed_messages, k.consumed_bytes, k.waiter, k.lease, k.consumers,
-                          k.redeliveries, k.delivery_seq)
+        self._get_keys = GET.keys(k)
         self._info_keys = (k.base, k.bound, k.closed)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
-        self._put_command = PackedScript("put" + self._variant, (
-            k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-            k.produced_bytes, k.waiter, k.lease, k.delivery_seq), 0, 6)
+        self._put_command = PUT.command(k, variant=self._variant)
         self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
         self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
         sync = Backend(config)  # the rare recovery steps, in a thread (see the module's docstring)
@@ -253,7 +250,7 @@ class AsyncQueue(_Getting[T]):
         return payload
 
     def _put_args(self, payload: bytes, order: bytes, negative: bool, took: str) -> list[bytes | str]:
-        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order]
+        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order, ""]
 
     async def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
         """Put ``item`` into the queue, waiting for room if it is full (at most ``timeout``

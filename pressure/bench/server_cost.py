@@ -103,14 +103,15 @@ def _queue(url: str, **kw: Any) -> pressure.Queue[bytes]:
     return pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes", **kw)
 
 
-def _one_by_one(ack: bool, **kw: Any) -> Callable[[str, int], None]:
-    """Single puts and gets on a fresh queue made with ``kw``; ``ack``: task_done() each."""
+def _one_by_one(ack: bool, delay: float | None = None, **kw: Any) -> Callable[[str, int], None]:
+    """Single puts and gets on a fresh queue made with ``kw``; ``ack``: task_done() each;
+    ``delay``: each put delayed that long (the gets and puts move them in once due)."""
     def run(url: str, n: int) -> None:
         q = _queue(url, **kw)
         try:
             def produce() -> None:
                 for _ in range(n):
-                    q.put(PAYLOAD)
+                    q.put(PAYLOAD, delay=delay)
 
             def consume() -> None:
                 for _ in range(n):
@@ -129,6 +130,9 @@ def single(maxsize: int) -> Callable[[str, int], None]:
 
 
 reliable = _one_by_one(True, reliable=True)
+#: puts delayed 1 ms: each goes into the sorted set of delayed items, and a later put or get
+#: moves it into the list once due (issue 18); its baseline is pressure's own plain put+get
+delayed = _one_by_one(False, delay=0.001)
 
 
 def batch(size: int) -> Callable[[str, int], None]:
@@ -222,6 +226,7 @@ PATHS = [
     Path("reliable get + task_done", 2.0, reliable, raw_reliable),
     Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100)),
     Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500)),
+    Path("delayed put+due+get (raw = plain put+get)", 2.0, delayed, single(0)),
 ]
 
 

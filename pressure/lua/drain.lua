@@ -1,4 +1,4 @@
--- Discard every queued item with the consumer role (shutdown(immediate=True)).
+-- Discard every queued item, delayed ones too, with the consumer role (shutdown(immediate=True)).
 -- Unfinished tasks drop by the number discarded, never below zero.
 -- KEYS[1] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2] - :bound
@@ -9,23 +9,28 @@
 -- KEYS[7] - :pressure:tasks_done
 -- KEYS[8] - :pressure:discarded
 -- KEYS[9] - :pressure:all_tasks_done (stream that wakes join())
+-- KEYS[10] - :pressure:delayed (delayed items: discarded too)
 -- ARGV[1] - client identifier
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
 local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
 local consumer, not_full, produced_messages = KEYS[4], KEYS[5], KEYS[6]
 local tasks_done, discarded, all_tasks_done = KEYS[7], KEYS[8], KEYS[9]
+local delayed = KEYS[10]
 local client_id = ARGV[1]
 if redis.call('EXISTS', bound_key) == 0 then return -4 end
 local n = items_len(items_key)  -- read first: a wrong type fails before any write
+local waiting = 0
+if redis.call('EXISTS', delayed) == 1 then waiting = redis.call('ZCARD', delayed) end
 local produced = counter(produced_messages)
 local done = counter(tasks_done)
 counter(discarded)
 redis.call('LLEN', not_full)
 if redis.call('LLEN', consumer_free) == 0 then return -2 end
 redis.call('SET', consumer, client_id)
+n = n + waiting
 if n > 0 then
-  redis.call('DEL', items_key)
+  redis.call('DEL', items_key, delayed)
   redis.call('INCRBY', discarded, n)
   local drop = math.min(n, math.max(produced - done, 0))
   if drop > 0 then

@@ -27,8 +27,8 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- A closed queue is drained only when its list is empty and no other consumer
--- holds an item that may come back (in its inbox, in flight or in a held batch):
+-- A closed queue is drained only when its list is empty, no delayed item waits and no
+-- other consumer holds an item that may come back (in its inbox, in flight or in a held batch):
 -- until then a get answers -8, and waits like one on an open, empty queue.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
@@ -44,10 +44,12 @@
 --            the visibility timeout (reliable, mode 'r') or lease (default, mode 'd'))
 -- KEYS[12] - :pressure:redeliveries (hash: sha1(payload) -> deliveries so far)
 -- KEYS[13] - :pressure:delivery_seq
--- KEYS[14] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[15] - this client's in-flight list (:pressure:inflight:<id>)
--- KEYS[16] - this client's held batch (:pressure:held:<id>)
---            (KEYS[14..16] end with ARGV[1]: what comes before it is the prefix of
+-- KEYS[14] - :pressure:delayed (delayed items by due time: those due move into the items
+--            first, as far as the bound allows; see lib.lua move_due)
+-- KEYS[15] - this client's inbox (:pressure:inbox:<id>)
+-- KEYS[16] - this client's in-flight list (:pressure:inflight:<id>)
+-- KEYS[17] - this client's held batch (:pressure:held:<id>)
+--            (KEYS[15..17] end with ARGV[1]: what comes before it is the prefix of
 --            every consumer's list of that kind)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
@@ -90,8 +92,8 @@ local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
 local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
 local consumed_messages, consumed_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
 local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
-local delivery_seq, inbox, inflight = KEYS[13], KEYS[14], KEYS[15]
-local held = KEYS[16]
+local delivery_seq, delayed = KEYS[13], KEYS[14]
+local inbox, inflight, held = KEYS[15], KEYS[16], KEYS[17]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
@@ -224,12 +226,19 @@ if not bound then
 end
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
+local waiting = 0  -- delayed items
+if redis.call('EXISTS', delayed) == 1 then
+  local room = -1
+  if bound > 0 then room = bound - len end
+  waiting = move_due(delayed, items_key, room, items_push_all)
+  len = items_len(items_key)
+end
 -- the record before any answer that leaves a wake-up entry in our lists: a Delete
 -- finds a consumer's lists only through its record, and a sweep drops the records of
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
 if len == 0 and redis.call('EXISTS', closed) == 1 then
-  if not others_hold() then
+  if waiting == 0 and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
   end
@@ -272,7 +281,7 @@ if len > 0 then
     end
     redis.call('INCRBY', consumed_messages, want)
     redis.call('INCRBY', consumed_bytes, bytes)
-    keep_permit(not_full, len - want, bound, permits)
+    keep_permit(not_full, len - want + waiting, bound, permits)
     stop_waiting()
     items[want + 1] = 'h:' .. (seq + 1) .. ':' .. now .. ':' .. counts
     redis.call('LPUSH', held, unpack(items))
@@ -292,7 +301,7 @@ if len > 0 then
   len = len - want
   redis.call('INCRBY', consumed_messages, want)
   redis.call('INCRBY', consumed_bytes, bytes)
-  keep_permit(not_full, len, bound, permits)
+  keep_permit(not_full, len + waiting, bound, permits)
   stop_waiting()
   if mode == 'many' then
     redis.call('LPUSH', inflight, unpack(entries))
@@ -305,7 +314,7 @@ if len > 0 then
   redis.call('LPUSH', inbox, entries[1])
   return 1
 end
-keep_permit(not_full, 0, bound, permits)
+keep_permit(not_full, waiting, bound, permits)
 if nowait then return -5 end
 -- empty and open: wait holding the consumer role, as the protocol's Get does
 if not registered then

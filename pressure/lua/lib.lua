@@ -113,3 +113,35 @@ local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, held_p
   end
   return deleted
 end
+
+-- The server's time in ms.
+local function now_ms()
+  local now = redis.call('TIME')
+  return now[1] * 1000 + math.floor(now[2] / 1000)
+end
+
+-- Delayed items (put(..., delay=), release(delay=)) wait in the sorted set :pressure:delayed,
+-- scored by their due time in ms, each member '<16-digit sequence><item>' (the item as the
+-- queue stores it), so members due at the same ms keep the order they were put in.
+local function delayed_member(seq_key, item)
+  return string.format('%016d', redis.call('INCR', seq_key)) .. item
+end
+
+-- Move the items of `delayed_key` due by now into the queue with `push_all` (items_push_all),
+-- due order first, at most 1000 per call and at most `room` (the room left under the bound;
+-- < 0: no bound), so the list never exceeds the bound. Returns how many wait there still.
+-- Called by every put and get that finds the sorted set (one EXISTS otherwise).
+local function move_due(delayed_key, items_key, room, push_all)
+  local limit = 1000
+  if room >= 0 then limit = math.min(limit, room) end
+  if limit > 0 then
+    local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', 0, limit)
+    if #due > 0 then
+      local items = {}
+      for i, member in ipairs(due) do items[i] = string.sub(member, 17) end
+      redis.call('ZREM', delayed_key, unpack(due))
+      push_all(items_key, items)
+    end
+  end
+  return redis.call('ZCARD', delayed_key)
+end

@@ -16,7 +16,11 @@
 -- KEYS[8]  - :stats:produced_bytes
 -- KEYS[9]  - :pressure:waiter (identifier of the waiting consumer)
 -- KEYS[10] - :pressure:lease (names the waiter while its lease runs: no lease, no wake-up)
--- KEYS[11] - :pressure:delivery_seq (the sequence of LIFO and priority members)
+-- KEYS[11] - :pressure:delivery_seq (the sequence of LIFO and priority members, and of
+--            delayed items)
+-- KEYS[12] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua
+--            move_due): due ones move into the items first, as far as the bound allows.
+--            Delayed items count against the bound here, as queued ones do
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -25,23 +29,26 @@
 -- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
 --           prefix followed by its identifier (same hash slot as the queue)
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
--- ARGV[7..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
+-- ARGV[7] - delay in ms ('' or '0': none): the items wait in KEYS[12] until due, counted
+--           in :stats:produced_* at once (so join() waits for them), not in the list
+-- ARGV[8..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
 --           priority queues two arguments, payload and order key (ITEM_ARGS). They
 --           go in after ARGV[2], in order, as many as the bound leaves room for
--- return the queue length after the put (>= 0) on success, or
+-- return the queue length after the put (>= 0; the list's, without delayed items) on success, or
 --   -1 full, nothing pushed
 --   -2 the producer role is held by another client and the queue is not full
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
--- With ARGV[7..], success is {the length, how many of the items went in (>= 1)};
+-- With ARGV[8..], success is {the length, how many of the items went in (>= 1)};
 -- the negative codes are returned as they are (then none went in).
 local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
 local producer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
 local produced_messages, produced_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
-local lease_key, delivery_seq = KEYS[10], KEYS[11]
+local lease_key, delivery_seq, delayed = KEYS[10], KEYS[11], KEYS[12]
 local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
+local delay = tonumber(ARGV[7]) or 0
 local raw = redis.call('GET', bound_key)
 if not raw then return -4 end
 local bound = bound_of(raw)
@@ -62,7 +69,11 @@ local waiter = redis.call('GET', waiter_key)
 local lease = redis.call('GET', lease_key)
 counter(produced_messages)
 counter(produced_bytes)
-local full = bound > 0 and len >= bound
+local waiting = 0  -- delayed items
+if redis.call('EXISTS', delayed) == 1 then
+  waiting = redis.call('ZCARD', delayed)
+end
+local full = bound > 0 and len + waiting >= bound
 if redis.call('LLEN', producer_free) == 0 then
   if full then return -1 end
   if took_permit == '1' then
@@ -77,25 +88,50 @@ if full then
   redis.call('DEL', not_full)
   return -1
 end
--- the first item
-redis.call('INCR', produced_messages)
-redis.call('INCRBY', produced_bytes, #payload)
-len = items_push(items_key, items_wrap(delivery_seq, payload, order_key))
--- the rest of a batch, while there is room
-local more = (#ARGV - 6) / ITEM_ARGS
+if waiting > 0 then
+  local room = -1
+  if bound > 0 then room = bound - len end
+  waiting = move_due(delayed, items_key, room, items_push_all)
+  len = items_len(items_key)
+end
+local more = (#ARGV - 7) / ITEM_ARGS
 local put = 1
-if more > 0 then
+if delay > 0 then
+  -- into the sorted set, due in `delay` ms, the batch in order, as far as the bound allows
+  local due = now_ms() + delay
   local room = more
-  if bound > 0 then room = math.min(more, bound - len) end
-  if room > 0 then
-    local bytes
-    len, bytes = items_push_args(items_key, delivery_seq, 7, room)
-    redis.call('INCRBY', produced_messages, room)
-    redis.call('INCRBY', produced_bytes, bytes)
+  if bound > 0 then room = math.min(more, bound - len - waiting - 1) end
+  local bytes = #payload
+  redis.call('ZADD', delayed, due, delayed_member(delivery_seq, items_wrap(delivery_seq, payload, order_key)))
+  for i = 1, room do
+    local first = 8 + (i - 1) * ITEM_ARGS
+    bytes = bytes + #ARGV[first]
+    redis.call('ZADD', delayed, due,
+               delayed_member(delivery_seq, items_wrap(delivery_seq, ARGV[first], ARGV[first + 1] or '')))
   end
   put = put + room
+  waiting = waiting + put
+  redis.call('INCRBY', produced_messages, put)
+  redis.call('INCRBY', produced_bytes, bytes)
+else
+  -- the first item
+  redis.call('INCR', produced_messages)
+  redis.call('INCRBY', produced_bytes, #payload)
+  len = items_push(items_key, items_wrap(delivery_seq, payload, order_key))
+  -- the rest of a batch, while there is room
+  if more > 0 then
+    local room = more
+    if bound > 0 then room = math.min(more, bound - len - waiting) end
+    if room > 0 then
+      local bytes
+      len, bytes = items_push_args(items_key, delivery_seq, 8, room)
+      redis.call('INCRBY', produced_messages, room)
+      redis.call('INCRBY', produced_bytes, bytes)
+    end
+    put = put + room
+  end
 end
-keep_permit(not_full, len, bound, permits)
+keep_permit(not_full, len + waiting, bound, permits)
 nudge_waiter(waiter, lease, inbox_prefix)
 if more > 0 then return {len, put} end
 return len

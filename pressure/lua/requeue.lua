@@ -29,6 +29,8 @@
 -- KEYS[10] - :pressure:sweep (rate limit of 'sweep')
 -- KEYS[11] - :bound
 -- KEYS[12] - :not_full
+-- KEYS[13] - :pressure:delivery_seq (numbers the members of :pressure:delayed)
+-- KEYS[14] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua)
 -- ARGV[1] - 'release', 'recover' or 'sweep'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:)
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
@@ -37,6 +39,8 @@
 -- ARGV[6] - delivery number ('release') or the consumer's record ('recover')
 -- ARGV[7] - sweep interval in ms ('sweep'; else '')
 -- ARGV[8] - held-batch key prefix (:pressure:held:)
+-- ARGV[9] - ('release') a delay in ms ('' or '0': none): the item goes to KEYS[14], due
+--           then, instead of the head of the queue (it keeps its delivery count)
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
@@ -47,6 +51,8 @@ local sweep_key, bound_key, not_full = KEYS[10], KEYS[11], KEYS[12]
 local mode, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3]
 local max_deliveries, consumer_id, delivery_or_record = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local sweep_ms, held_prefix = ARGV[7], ARGV[8]
+local delivery_seq, delayed = KEYS[13], KEYS[14]
+local delay = tonumber(ARGV[9]) or 0
 local requeued, dead = 0, 0
 
 local function requeue(entry)
@@ -64,7 +70,11 @@ local function requeue(entry)
     dead = dead + 1
     return
   end
-  items_return(items_key, payload)
+  if delay > 0 then
+    redis.call('ZADD', delayed, now_ms() + delay, delayed_member(delivery_seq, payload))
+  else
+    items_return(items_key, payload)
+  end
   redis.call('DECR', consumed_messages)
   redis.call('DECRBY', consumed_bytes, items_size(payload))
   local digest = redis.sha1hex(payload)
@@ -120,12 +130,13 @@ local function recover(id)
 end
 
 local function upkeep()
-  if requeued > 0 then
+  if requeued > 0 and delay == 0 then
     nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
   end
   local bound = bound_of(redis.call('GET', bound_key))
   if not bound then return end  -- no queue, or a bad bound: leave :not_full to the client's error
-  keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))
+  keep_permit(not_full, items_len(items_key) + redis.call('ZCARD', delayed), bound,
+              redis.call('LLEN', not_full))
 end
 
 if mode == 'release' then

@@ -1,0 +1,276 @@
+"""The task lifecycle on a queue (issue 18): delayed puts (put/put_many delay=), ... .
+
+Every state change is one script; these tests check each transition on a real server,
+what a plain spec client sees of it, and that a consumer SIGKILLed around it loses nothing.
+No timed assertions: a due item is waited for with a generous timeout, never measured.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+from pressure.testing.spec_client import SpecClient
+
+from .faults_helpers import fork_child, kill_and_reap
+from .helpers import assert_invariants
+
+#: How long a test waits at most for an item that is due (the waiter looks every second).
+DUE = 10.0
+
+
+def _spec(r: redis.Redis, q: pressure.Queue[Any]) -> SpecClient:
+    return SpecClient(r, q.name, prefix=q.prefix)
+
+
+# -- delay -----------------------------------------------------------------------------------
+
+def test_a_delayed_item_is_invisible_until_due(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("d", reliable=True)
+    q.put("later", delay=0.3)
+    q.put("now")
+    # not in the list, not in its length; counted as produced (join() waits for it)
+    assert q.qsize() == 1
+    assert r.zcard(q.keys.delayed) == 1
+    stats = q.statistics()
+    assert stats.produced_messages == 2 and stats.size == 1 and q.unfinished_tasks == 2
+    assert q.get_nowait() == "now"
+    q.task_done()
+    assert q.get(timeout=DUE) == "later"  # a blocked consumer gets it once due
+    q.task_done()
+    assert r.exists(q.keys.delayed) == 0
+    assert q.unfinished_tasks == 0
+
+
+def test_due_order_and_fifo_among_equal_due_times(make_queue: Any) -> None:
+    q = make_queue("o")
+    q.put("b", delay=0.4)
+    q.put_many(["a1", "a2", "a3"], delay=0.2)  # one due time: in order
+    q.put("c", delay=0.6)
+    got = [q.get(timeout=DUE) for _ in range(5)]
+    assert got == ["a1", "a2", "a3", "b", "c"]
+
+
+def test_due_items_enter_behind_what_is_queued_and_before_later_puts(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("f")
+    q.put("first")
+    q.put_many(["d1", "d2"], delay=0.05)
+    time.sleep(0.1)  # due now; nobody touched the queue yet
+    assert r.zcard(q.keys.delayed) == 2
+    q.put("after")  # the put moves the due ones in first
+    assert r.exists(q.keys.delayed) == 0
+    assert [q.get_nowait() for _ in range(4)] == ["first", "d1", "d2", "after"]
+
+
+def test_delay_zero_or_none_is_a_plain_put(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("z")
+    q.put(1, delay=0)
+    q.put_many([2, 3], delay=None)
+    assert q.qsize() == 3 and r.exists(q.keys.delayed) == 0
+
+
+@pytest.mark.parametrize("bad, exc", [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                                      ("1", TypeError), (True, TypeError), (10**13, ValueError)])
+def test_a_bad_delay_is_refused_before_anything_is_sent(make_queue: Any, r: redis.Redis, bad: Any,
+                                                        exc: type[Exception]) -> None:
+    q = make_queue("bad")
+    before = q.statistics()
+    with pytest.raises(exc):
+        q.put(1, delay=bad)
+    with pytest.raises(exc):
+        q.put_many([1, 2], delay=bad)
+    assert q.statistics() == before and r.exists(q.keys.delayed) == 0
+
+
+def test_delayed_items_count_against_maxsize(make_queue: Any, r: redis.Redis) -> None:
+    """As in tarantool, a delayed item is a task: it takes its place under the bound."""
+    q = make_queue("bounded", 2)
+    q.put("x", delay=0.3)
+    q.put("y")
+    assert q.qsize() == 1
+    with pytest.raises(pressure.Full):
+        q.put_nowait("z")
+    with pytest.raises(pressure.Full):
+        q.put("z", delay=5, block=False)
+    with pytest.raises(pressure.Full) as caught:
+        q.put_many(["z1", "z2"], delay=1, block=False)
+    assert caught.value.items_put == 0
+    assert r.llen(q.keys.not_full) == 0  # no permit while delayed + queued fill the bound
+    assert q.get_nowait() == "y"
+    time.sleep(0.4)  # x is due: the next put moves it in ahead of z
+    q.put("z", timeout=DUE)
+    assert [q.get(timeout=DUE), q.get(timeout=DUE)] == ["x", "z"]
+
+
+def test_put_many_with_delay_stops_at_the_bound(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("pm", 3)
+    q.put("q")
+    with pytest.raises(pressure.Full) as caught:
+        q.put_many(["a", "b", "c"], delay=0.1, block=False)
+    assert caught.value.items_put == 2
+    assert r.zcard(q.keys.delayed) == 2
+
+
+def test_due_items_never_push_the_list_past_the_bound(make_queue: Any, r: redis.Redis) -> None:
+    """A plain spec client cannot see delayed items, so it may fill the list to the bound
+    meanwhile: a due item then waits in the sorted set until there is room."""
+    q = make_queue("room", 2)
+    q.put("late", delay=0.05)
+    spec = _spec(r, q)
+    spec.put(b"s1")  # the spec client sees length 0 < 2, and 1 < 2
+    time.sleep(0.1)
+    q_bytes = make_queue("room", serializer="bytes")
+    spec.put(b"s2")
+    assert r.llen(q.keys.base) == 2 and r.zcard(q.keys.delayed) == 1
+    assert q_bytes.get_nowait() == b"s1"  # the get moves nothing: the list was full when it looked
+    assert r.llen(q.keys.base) <= 2
+    assert q_bytes.get_nowait() == b"s2"
+    assert q.get(timeout=DUE) == "late"
+
+
+def test_a_spec_client_sees_a_due_item_as_any_other(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("spec", serializer="bytes")
+    spec = _spec(r, q)
+    q.put(b"d", delay=0.05)
+    assert spec.length() == 0
+    with pytest.raises(Exception):
+        spec.get_nowait()  # not visible yet
+    time.sleep(0.1)
+    q.put(b"p")  # any pressure client's put or get moves due items in
+    assert spec.length() == 2
+    assert spec.get_nowait() == b"d" and spec.get_nowait() == b"p"
+
+
+def test_a_closed_queue_is_drained_only_after_its_delayed_items(make_queue: Any) -> None:
+    q = make_queue("closing")
+    q.put("late", delay=0.3)
+    q.close()
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()  # not drained: ShutDown would say so
+    assert q.get(timeout=DUE) == "late"
+    with pytest.raises(pressure.ShutDown):
+        q.get(timeout=DUE)
+
+
+def test_immediate_shutdown_discards_delayed_items(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("imm")
+    q.put("a")
+    q.put_many(["b", "c"], delay=60)
+    q.shutdown(immediate=True)
+    assert r.exists(q.keys.delayed) == 0
+    assert q.statistics().discarded_messages == 3 and q.unfinished_tasks == 0
+
+
+def test_delete_removes_delayed_items(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("del")
+    q.put("a", delay=60)
+    q.delete()
+    assert r.exists(q.keys.delayed) == 0
+
+
+@pytest.mark.parametrize("kind", ["lifo", "priority"])
+def test_delay_on_ordered_queues(url: str, prefix: str, kind: str) -> None:
+    cls = pressure.LifoQueue if kind == "lifo" else pressure.PriorityQueue
+    q: pressure.Queue[int] = cls("ord", url=url, prefix=prefix)
+    q.put(5, delay=0.1)
+    q.put(1)
+    assert q.qsize() == 1
+    assert q.get_nowait() == 1
+    assert q.get(timeout=DUE) == 5
+    q.put_many([3, 2], delay=0.05)
+    time.sleep(0.1)
+    q.put(9)
+    got = [q.get_nowait() for _ in range(3)]
+    assert sorted(got) == [2, 3, 9]
+    if kind == "priority":
+        assert got == [2, 3, 9]
+    q.delete()
+
+
+def _consume(url: str, prefix: str, name: str, marker: str) -> None:
+    """Runs in a forked child: one reliable get, then mark ``marker`` and wait to be killed."""
+    q: pressure.Queue[str] = pressure.Queue(name, url=url, prefix=prefix, reliable=True)
+    q.get(timeout=DUE)
+    redis.Redis.from_url(url).set(marker, 1)
+    time.sleep(60)
+
+
+def _wait_for(predicate: Any, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("when", ["waiting", "holding"])
+def test_a_consumer_killed_around_a_due_item_loses_nothing(url: str, r: redis.Redis, make_queue: Any,
+                                                           when: str) -> None:
+    """SIGKILL a reliable consumer while it waits (the registered waiter) for a delayed item,
+    or after its get returned the item once due: the item is delivered again (at least
+    once), never lost, and the queue's invariants hold."""
+    q = make_queue("kill", reliable=True)
+    marker = f"{q.prefix}:test:returned"
+    q.put("job", delay=0.5 if when == "holding" else 2.0)
+    pid = fork_child(_consume, url, q.prefix, "kill", marker)
+    try:
+        if when == "waiting":
+            _wait_for(lambda: r.get(q.keys.waiter) is not None and r.zcard(q.keys.delayed) == 1,
+                      "the child to wait")
+        else:
+            _wait_for(lambda: r.exists(marker), "the child's get")
+    finally:
+        kill_and_reap(pid)
+    d = q.receive(timeout=DUE * 3)  # a dead consumer on this host is recovered at once
+    assert d.item == "job" and d.deliveries == (2 if when == "holding" else 1)
+    d.ack()
+    assert r.exists(q.keys.delayed) == 0
+    assert_invariants(r, q)
+
+
+# -- release(delay=) -------------------------------------------------------------------------
+
+def test_release_with_a_delay_keeps_the_delivery_count(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("rel", reliable=True)
+    q.put("a")
+    q.put("b")
+    d = q.receive(timeout=DUE)
+    assert d.item == "a" and d.deliveries == 1
+    assert d.release(delay=0.3)
+    assert not d.release(delay=0.3)  # settled already
+    assert r.zcard(q.keys.delayed) == 1 and q.in_flight() == []
+    stats = q.statistics()
+    assert stats.size == 1 and stats.consumed_messages == 0  # released: not consumed any more
+    assert q.get_nowait() == "b"
+    q.task_done()
+    d2 = q.receive(timeout=DUE)
+    assert d2.item == "a" and d2.deliveries == 2
+    d2.release()  # without a delay: straight back to the head
+    d3 = q.receive(block=False)
+    assert d3.item == "a" and d3.deliveries == 3
+    d3.ack()
+    assert_invariants(r, q)
+
+
+def test_release_with_a_delay_past_max_deliveries_dead_letters(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("relmax", reliable=True, max_deliveries=1)
+    q.put("poison")
+    assert q.receive(timeout=DUE).release(delay=60)
+    assert r.exists(q.keys.delayed) == 0
+    assert [pickle.loads(d.payload) for d in q.dead_letters()] == ["poison"]
+
+
+def test_a_bad_release_delay_is_refused_and_changes_nothing(make_queue: Any) -> None:
+    q = make_queue("relbad", reliable=True)
+    q.put("a")
+    d = q.receive(timeout=DUE)
+    with pytest.raises(ValueError):
+        d.release(delay=-1)
+    with pytest.raises(TypeError):
+        d.release(delay="1")
+    assert [pickle.loads(f.payload) for f in q.in_flight()] == ["a"]
+    assert d.ack()
