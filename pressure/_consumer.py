@@ -165,13 +165,14 @@ class _Consumer(Generic[T]):
     def delivery(self, cid: str, entry: bytes) -> Delivery[T]:
         """The Delivery of an entry this consumer received."""
         seq, deliveries, ms, payload = _parse_entry(entry)
+        payload = self.unwrap(payload)
         try:
-            item = serializers.loads(self.serializer, self.unwrap(payload))
+            item = serializers.loads(self.serializer, payload)
         except DeserializationError:
             # it will never load with this serializer: to the dead-letter list, not lost
             self.dead_letter(cid, seq)
             raise
-        return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue)
+        return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
 
     def dead_letter(self, cid: str, seq: str) -> bool:
         """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item

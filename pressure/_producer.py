@@ -55,10 +55,10 @@ class _Producer(Generic[T]):
         return payload
 
     def args(self, payload: bytes, order: bytes, negative: bool = False,
-             took: str = "0", delay_ms: str = "") -> list[bytes | str]:
-        """put.lua's ARGV[1..7] for one item (``delay_ms``: see ``_validate._delay_ms``)."""
+             took: str = "0", delay_ms: str = "", meta: str = "") -> list[bytes | str]:
+        """put.lua's ARGV[1..8] for one item (``delay_ms``, ``meta``: see ``_validate``)."""
         return [self.queue.client_id, payload, "1" if negative else "0", took,
-                self.keys.inbox_prefix, order, delay_ms]
+                self.keys.inbox_prefix, order, delay_ms, meta]
 
     def call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
         """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
@@ -79,11 +79,13 @@ class _Producer(Generic[T]):
         return [serializers.dumps(self.serializer, item) for item in items]
 
     def put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
-                    block: bool, wait: float | None, result: Any, delay_ms: str = "") -> None:
+                    block: bool, wait: float | None, result: Any, delay_ms: str = "",
+                    meta: str = "") -> None:
         """Put ``payloads`` with their order keys ``orders`` (None where the kind has none),
         removing each from the lists as it goes in: up to BATCH per round trip, waiting for
         room or for the producer role as ``block``/``wait`` allow. ``result`` is put.lua's
-        answer to a first try, if made; ``delay_ms`` delays every item (put.lua ARGV[7])."""
+        answer to a first try, if made; ``delay_ms`` delays every item (put.lua ARGV[7]), and
+        ``meta`` gives each its ttl and ttr (ARGV[8])."""
         backend = self.backend
         took = "0"
         deadline = busy_deadline = math.inf
@@ -98,8 +100,8 @@ class _Producer(Generic[T]):
         while True:
             if result is None:
                 count = backend.batch_count(payloads, BATCH)
-                args = self.args(payloads[0], orders[0] if orders else b"", negative, took, delay_ms)
-                # put.lua's ARGV[8..]: a FIFO item is its payload, an ordered one payload and order key
+                args = self.args(payloads[0], orders[0] if orders else b"", negative, took, delay_ms, meta)
+                # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
                 more = payloads[1:count] if orders is None else [
                     arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
                 result = backend.script(self.command, args, items=more, durability=self.durability)

@@ -4,11 +4,15 @@ dead letters, repair reports)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ._scripts import GetStatus, PutStatus
 
-__all__ = ["QueueStatistics", "InFlight", "DeadLetter", "RepairReport"]
+__all__ = ["QueueStatistics", "InFlight", "DeadLetter", "RepairReport", "TaskInfo"]
+
+T = TypeVar("T")
 
 # put.lua's and get.lua's results under their old names, for pressure.aio (pressure/_scripts.py
 # has each script's Status; the rest of pressure uses those)
@@ -52,12 +56,18 @@ class InFlight:
     #: The raw payload.
     payload: bytes
 
+    @property
+    def task_id(self) -> str:
+        """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
+        return hashlib.sha1(self.payload).hexdigest()
+
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """An item moved to the dead-letter list after too many deliveries."""
+    """An item moved to the dead-letter list: after too many deliveries (or a payload that
+    cannot be read), buried (``Delivery.bury()``) or expired (its ttl passed)."""
 
-    #: The delivery number of its last delivery.
+    #: The delivery number of its last delivery ('buried.<n>' if buried, 'expired' if expired).
     id: str
     #: How many times it was delivered.
     deliveries: int
@@ -65,6 +75,36 @@ class DeadLetter:
     age: float
     #: The raw payload.
     payload: bytes
+
+    @property
+    def task_id(self) -> str:
+        """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
+        return hashlib.sha1(self.payload).hexdigest()
+
+    @property
+    def reason(self) -> str:
+        """Why it is here: 'buried', 'expired', or 'deliveries' (max_deliveries, or unreadable)."""
+        if self.id == "expired":
+            return "expired"
+        return "buried" if self.id.startswith("buried.") else "deliveries"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo(Generic[T]):
+    """One item and its state (``Queue.peek_item``, ``Queue.delete_item``)."""
+
+    #: Its task id (hex SHA1 of its payload).
+    id: str
+    #: 'taken' (a consumer holds it), 'ready' (queued), 'delayed' or 'buried' (a dead letter).
+    state: str
+    #: The item.
+    item: T
+    #: How many times it has been delivered (taken, buried); 0 where that is not kept.
+    deliveries: int
+    #: The consumer holding it (taken), else None.
+    consumer: str | None
+    #: Its delivery number (taken; buried: the last one, as ``DeadLetter.id``), else None.
+    delivery: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,4 +146,24 @@ class QueueStatistics:
     producer: str | None
     #: Identifier of the client that last took the consumer role.
     consumer: str | None
+    # the task lifecycle (README, Task lifecycle), as tarantool/queue's statistics() counts it
+    #: Items put with a delay, not due yet (not in ``size``).
+    delayed: int = 0
+    #: Items a consumer holds: delivered, not acknowledged or given back (in flight).
+    taken: int = 0
+    #: Tasks marked done: task_done() calls, and items discarded or dropped on expiry.
+    done: int = 0
+    #: Items dropped or dead-lettered because their ttl passed before anyone took them.
+    expired: int = 0
+    #: Calls by kind: put, take, ack, release, bury, kick, delete (items they moved).
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> dict[str, int]:
+        """The tasks by state, as tarantool/queue names them: total (every item the queue
+        holds in any state), ready (``size``), taken, delayed, buried (``dead_letters``), done,
+        expired."""
+        return {"total": self.size + self.taken + self.delayed + self.dead_letters, "ready": self.size,
+                "taken": self.taken, "delayed": self.delayed, "buried": self.dead_letters,
+                "done": self.done, "expired": self.expired}
 

@@ -90,17 +90,18 @@ class _Roles:
     # -- requeueing -----------------------------------------------------------------
 
     def requeue(self, mode: str, consumer: str = "", which: str = "", *, every_ms: int | str = "",
-                max_deliveries: str | None = None, delay_ms: str = "") -> Any:
+                max_deliveries: str | None = None, delay_ms: str = "", reason: str = "") -> Any:
         """requeue.lua in ``mode``: 'release' (delivery ``which`` of ``consumer``), 'recover'
         (everything ``consumer`` holds, if its record is still ``which``) or 'sweep' (what
         expired, at most once per ``every_ms``). ``max_deliveries`` overrides the queue's;
-        ``delay_ms`` ('release') delays the item instead of returning it to the head."""
+        ``delay_ms`` ('release') delays the item instead of returning it to the head;
+        ``reason`` 'buried' ('release') dead-letters it as buried."""
         k = self.keys
         if max_deliveries is None:
             max_deliveries = self.options.max_deliveries_arg
         return self.run(REQUEUE.name, self.requeue_keys, REQUEUE.check(
             (mode, k.inbox_prefix, k.inflight_prefix, max_deliveries, consumer, which, every_ms,
-             k.held_prefix, delay_ms)))
+             k.held_prefix, delay_ms, reason)))
 
     def sweep_if_due(self) -> None:
         """Sweep, if this handle has not in the last SWEEP_INTERVAL."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .connection import Backend
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
-           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "REPAIR", "RESTORE", "TOUCH",
+           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE", "TOUCH",
            "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "QUEUE_SCRIPTS",
            "OTHER_SCRIPTS"]
 
@@ -221,8 +221,8 @@ class PutStatus(IntEnum):
 PUT = QueueScript(
     "put",
     lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed),
-    ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms"), PutStatus,
+               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed, k.meta),
+    ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms", "meta"), PutStatus,
     more_argv="items")
 
 
@@ -248,7 +248,8 @@ class GetStatus(IntEnum):
 GET = QueueScript(
     "get",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
-               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed),
+               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed,
+               k.meta, k.counts, k.dead, k.produced_messages, k.tasks_done, k.all_tasks_done),
     ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
     call_keys=("inbox", "inflight", "held"), more_argv="received or count")
 
@@ -261,7 +262,8 @@ class AckStatus(IntEnum):
     NO_QUEUE = -4
 
 
-ACK = QueueScript("ack", TASK_KEYS, ("delivery", "task_done"), AckStatus, call_keys=("inflight",))
+ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta, k.counts), ("delivery", "task_done"), AckStatus,
+                  call_keys=("inflight",))
 
 # -- reliability: requeue, kick, repair, touch, restore -----------------------------------------
 
@@ -276,13 +278,30 @@ class RequeueStatus(IntEnum):
 REQUEUE = QueueScript(
     "requeue",
     lambda k: (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
-               k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed),
+               k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed,
+               k.meta, k.counts),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
-     "held_prefix", "delay_ms"), RequeueStatus)
+     "held_prefix", "delay_ms", "reason"), RequeueStatus)
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,
-                                      k.not_full), ("count",))
+                                      k.not_full, k.counts), ("count",))
+
+class FindStatus(IntEnum):
+    """find_item.lua's result when it is not the item's record."""
+
+    NOT_FOUND = -1
+
+
+FIND_ITEM = QueueScript(
+    "find_item",
+    lambda k: (k.base, k.delayed, k.dead, k.consumers, k.meta, k.counts, k.bound, k.not_full,
+               k.produced_messages, k.tasks_done, k.all_tasks_done),
+    ("mode", "task_id", "inbox_prefix", "inflight_prefix"), FindStatus)
+
+#: {ready, delayed, taken, buried, counter name, value, ...} (lua/stats.lua)
+STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts),
+                    ("inbox_prefix", "inflight_prefix", "held_prefix"))
 
 
 class RepairStatus(IntEnum):
@@ -358,5 +377,5 @@ LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upt
 #: Every binding above, for the check against the scripts' headers: those whose fixed KEYS
 #: come from a ``QueueKeys``, and the others.
 QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
-                 REQUEUE, KICK, REPAIR)
+                 REQUEUE, KICK, REPAIR, STATS, FIND_ITEM)
 OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT)

@@ -87,6 +87,10 @@ class Options:
     max_deliveries: int | None = 10
     #: WAIT for replicas after each put and acknowledgement (pressure.Durability), or None
     durability: Durability | None = None
+    #: the ttl of every item this handle puts without one (seconds), or None: no limit
+    ttl: float | None = None
+    #: dead-letter (reason "expired") rather than drop the items this handle puts that expire
+    dead_letter_expired: bool = False
 
     @classmethod
     def of(cls, reliable: Any, visibility_timeout: Any, lease: Any, max_deliveries: Any) -> Options:
@@ -125,3 +129,26 @@ def _delay_ms(name: str, value: Any) -> str:
         raise ValueError(f"{name} must be a finite number of seconds from 0 to {MAX_DELAY:g}, not {value!r}")
     ms = math.ceil(seconds * 1000)
     return str(ms) if ms > 0 else ""
+
+
+def _meta_arg(ttl: Any, ttr: Any, default_ttl: float | None, dead: bool) -> str:
+    """put.lua's ARGV[8] for an item's ``ttl`` and ``ttr`` (seconds; the handle's ttl when
+    ``ttl`` is None): '' for neither, else '<ttl ms>|<ttr ms>|<d>'."""
+    ttl_ms = _delay_ms("ttl", default_ttl if ttl is None else ttl)
+    ttr_ms = _delay_ms("ttr", ttr)
+    if ttl is not None and not ttl_ms:
+        raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+    if ttr is not None and not ttr_ms:
+        raise ValueError(f"ttr must be a positive number of seconds, not {ttr!r}")
+    if not ttl_ms and not ttr_ms:
+        return ""
+    return f"{ttl_ms}|{ttr_ms}|{'d' if dead and ttl_ms else ''}"
+
+
+def _ttl_value(ttl: Any) -> float | None:
+    """A queue's default ttl (seconds), or None."""
+    if ttl is None:
+        return None
+    if not _delay_ms("ttl", ttl):
+        raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+    return float(ttl)

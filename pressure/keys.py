@@ -94,6 +94,10 @@ class QueueKeys:
     kind: str
     #: sorted set of delayed items by due time (put(..., delay=), Delivery.release(delay=))
     delayed: str
+    #: hash: sha1(stored item) -> its ttl and ttr (lua/lib.lua meta_of)
+    meta: str
+    #: hash of lifecycle counters: expired, release, bury, kick, delete (statistics())
+    counts: str
     #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
     #: log is '<logs>:<group>', with ':tail' and ':committed'
     logs: str
@@ -133,6 +137,8 @@ class QueueKeys:
             sweep=f"{ext}:sweep",
             kind=f"{ext}:kind",
             delayed=f"{ext}:delayed",
+            meta=f"{ext}:meta",
+            counts=f"{ext}:counts",
             logs=f"{ext}:logs",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
@@ -160,7 +166,8 @@ class QueueKeys:
         """pressure's own fixed keys for this queue (not the per-consumer inbox, in-flight and held
         lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
-                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed)
+                self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed,
+                self.meta, self.counts)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

@@ -67,11 +67,11 @@ from . import serializers
 from ._consumer import _Consumer
 from ._producer import _Producer
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT, SET_BOUND, CloseStatus,
+from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT, SET_BOUND, STATS, CloseStatus,
                        CreateStatus, DeleteStatus, DrainStatus, PutStatus, QueueScript, SetBoundStatus)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
-from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _timeout_value
+from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
 from .connection import Backend, ConnectionConfig
 from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
 from .durability import Durability
@@ -155,6 +155,8 @@ class Queue(Reliability[T]):
         authkey: Authkey | None = None,
         durability: Durability | None = None,
         create: bool = True,
+        ttl: float | None = None,
+        dead_letter_expired: bool = False,
     ) -> None:
         if durability is not None and not isinstance(durability, Durability):
             raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
@@ -176,7 +178,8 @@ class Queue(Reliability[T]):
         bound = None if maxsize is None else _maxsize_value(maxsize)
         config = ConnectionConfig.resolve(url, connection)
         options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
-                                      durability=durability)
+                                      durability=durability, dead_letter_expired=bool(dead_letter_expired),
+                                      ttl=_ttl_value(ttl))
         keys = resolve_authkey(authkey)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
         if create or anonymous:
@@ -383,7 +386,7 @@ class Queue(Reliability[T]):
     # -- put ----------------------------------------------------------------------
 
     def put(self, item: T, block: bool = True, timeout: float | None = None, *,
-            delay: float | None = None) -> None:
+            delay: float | None = None, ttl: float | None = None, ttr: float | None = None) -> None:
         """Put an item into the queue.
 
         If optional args 'block' is true and 'timeout' is None (the default),
@@ -398,22 +401,26 @@ class Queue(Reliability[T]):
 
         ``delay`` (seconds): the item stays invisible until then, and then enters the queue
         in due order (see README, Task lifecycle). It counts against ``maxsize`` meanwhile.
+        ``ttl`` (seconds; default: the handle's ``ttl``): dropped if not taken by then (counted
+        from when it is due). ``ttr`` (seconds): its visibility timeout once delivered, in
+        place of the consumer's ``visibility_timeout``.
         """
         delay_ms = _delay_ms("delay", delay)
+        meta = self._meta(ttl, ttr)
         payload = self._producer.payload(item)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         self._consumer.retry_cancels()
         result = self._backend.script(self._put_command,
-                                      self._producer.args(payload, self._order_key(item), negative, "0", delay_ms),
+                                      self._producer.args(payload, self._order_key(item), negative, "0", delay_ms, meta),
                                       durability=self._options.durability)
         if result >= 0:
             return
         self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result,
-                                  delay_ms)
+                                  delay_ms, meta)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,
-                 delay: float | None = None) -> None:
+                 delay: float | None = None, ttl: float | None = None, ttr: float | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
 
         Every item is serialized first: if one cannot be, SerializationError is raised and
@@ -425,9 +432,10 @@ class Queue(Reliability[T]):
         set to how many of the items (the first ones) went in. Other producers' items may come
         between the batch's round trips, never inside one; a round trip carries at most 1000
         items, and no more bytes than the server accepts for one item. ``delay`` delays every
-        item as ``put`` does (same due time, in order).
+        item as ``put`` does (same due time, in order); ``ttl`` and ``ttr`` apply to each.
         """
         delay_ms = _delay_ms("delay", delay)
+        meta = self._meta(ttl, ttr)
         items = items if isinstance(items, (list, tuple)) else list(items)
         payloads = self._producer.dumps_all(items)
         orders = self._order_keys(items)
@@ -439,10 +447,16 @@ class Queue(Reliability[T]):
         self._consumer.retry_cancels()
         total = len(payloads)
         try:
-            self._producer.put_pending(payloads, orders, negative, block, wait, None, delay_ms)
+            self._producer.put_pending(payloads, orders, negative, block, wait, None, delay_ms, meta)
         except (Full, ShutDown) as exc:
             exc.items_put = total - len(payloads)
             raise
+
+    def _meta(self, ttl: float | None, ttr: float | None) -> str:
+        """put.lua's ttl-and-ttr argument (validated: ValueError/TypeError before any round trip)."""
+        if ttl is None and ttr is None and self._options.ttl is None:
+            return ""
+        return _meta_arg(ttl, ttr, self._options.ttl, self._options.dead_letter_expired)
 
     def put_nowait(self, item: T) -> None:
         """Put an item into the queue without blocking.
@@ -628,12 +642,19 @@ class Queue(Reliability[T]):
             if value is not None and not value.lstrip(b"-").isdigit():
                 raise ProtocolError(f"{name} holds {value!r}, not an integer")
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
+        # the lifecycle's figures: a second atomic step (lua/stats.lua)
+        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
+                                                     mutating=False)
+        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        calls = {"put": pm, "take": cm + counts.get("returned", 0) + counts.get("kick", 0),
+                 **{name: counts.get(name, 0) for name in ("ack", "release", "bury", "kick", "delete")}}
         return QueueStatistics(
             name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
             discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
             producer=None if producer is None else producer.decode(errors="replace"),
             consumer=None if consumer is None else consumer.decode(errors="replace"),
+            delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
         )
 
     # -- close, shutdown, delete ----------------------------------------------------

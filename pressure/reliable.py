@@ -9,14 +9,17 @@ delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_de
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
-from ._scripts import JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, JoinCheckStatus, QueueScript, RepairStatus
-from ._records import DeadLetter, InFlight, RepairReport, _held_entries, _parse_entry
+from ._scripts import (FIND_ITEM, JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, FindStatus, JoinCheckStatus,
+                       QueueScript, RepairStatus)
+from . import serializers
+from ._records import DeadLetter, InFlight, RepairReport, TaskInfo, _held_entries, _parse_entry
 from ._validate import Options, _count, _delay_ms
 from .connection import Backend, PackedScript
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
@@ -56,6 +59,20 @@ class Delivery(Generic[T]):
     _queue: Queue[T] = field(repr=False)
     #: A task_done() for it may have run (its reply was lost): another counts only if not.
     _unsure: bool = field(default=False, repr=False)
+    #: The payload it came in (its task id is the SHA1 of it).
+    _payload: bytes = field(default=b"", repr=False)
+
+    @property
+    def task_id(self) -> str:
+        """The item's task id (the hex SHA1 of its payload), for ``q.peek_item`` and
+        ``q.delete_item``: the same in every state the item goes through."""
+        return hashlib.sha1(self._payload).hexdigest()
+
+    def delete(self) -> bool:
+        """Remove the item for good, wherever it is now (tarantool's ``delete``): in flight,
+        given back, delayed or buried. False if it is gone already (acknowledged)."""
+        self._queue._consumer.forget(self)
+        return self._queue.delete_item(self.task_id) is not None
 
     def ack(self) -> bool:
         """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
@@ -68,6 +85,12 @@ class Delivery(Generic[T]):
         queue as a delayed put does (tarantool's ``release(id, {delay = ...})``), keeping its
         delivery count."""
         return self._queue._release(self, _delay_ms("delay", delay))
+
+    def bury(self) -> bool:
+        """Park a poisoned item: it goes to the dead letters with reason "buried"
+        (tarantool's ``bury``), whatever its delivery count, until ``q.kick()`` restores it.
+        False if it was already acknowledged or requeued."""
+        return self._queue._bury_delivery(self)
 
     def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
         """This acknowledgement, as a call for ``Backend.pipeline``."""
@@ -94,6 +117,7 @@ class Reliability(Generic[T]):
     _ack_command: PackedScript
 
     _variant: str
+    _serializer: serializers.Serializer
 
     def _unwrap(self, item: bytes) -> bytes:
         raise NotImplementedError
@@ -156,6 +180,12 @@ class Reliability(Generic[T]):
         """Move a delivery straight to the dead-letter list (an item its reader cannot use)."""
         self._consumer.forget(delivery)
         return self._consumer.dead_letter(delivery.consumer, delivery.id)
+
+    def _bury_delivery(self, delivery: Delivery[T]) -> bool:
+        """``Delivery.bury()``: to the dead letters, marked buried (requeue.lua 'release')."""
+        _, dead = self._roles.requeue("release", delivery.consumer, delivery.id, reason="buried")
+        self._consumer.forget(delivery)
+        return bool(dead)
 
     # -- settling all at once ---------------------------------------------------------
 
@@ -267,6 +297,31 @@ class Reliability(Generic[T]):
             seq, deliveries, ms, payload = _parse_entry(entry)
             out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
         return out
+
+    def peek_item(self, task_id: str) -> TaskInfo[T] | None:
+        """One item by its task id (``Delivery.task_id``, ``InFlight.task_id``,
+        ``DeadLetter.task_id``) and its state ('taken', 'ready', 'delayed', 'buried'), without
+        changing anything (tarantool's ``peek``); None if there is no such item. O(n)."""
+        return self._find_item("peek", task_id)
+
+    def delete_item(self, task_id: str) -> TaskInfo[T] | None:
+        """Remove one item by its task id, in any state (tarantool's ``delete``), and return
+        what it was; None if there is no such item. A ready or delayed item counts as done
+        (as a discarded one); a taken one is its consumer's to count. O(n)."""
+        return self._find_item("delete", task_id)
+
+    def _find_item(self, mode: str, task_id: str) -> TaskInfo[T] | None:
+        if not isinstance(task_id, str):
+            raise TypeError(f"task_id must be a str, not {type(task_id).__name__}")
+        if len(task_id) != 40 or any(c not in "0123456789abcdef" for c in task_id):
+            raise ValueError(f"task_id must be 40 lowercase hex digits, not {task_id!r}")
+        k = self._keys
+        found = self._call(FIND_ITEM, mode, task_id, k.inbox_prefix, k.inflight_prefix, mutating=mode == "delete")
+        if found == FindStatus.NOT_FOUND:
+            return None
+        state, payload, deliveries, consumer, delivery = found
+        return TaskInfo(task_id, state.decode(), serializers.loads(self._serializer, payload), int(deliveries),
+                        consumer.decode(errors="replace") or None, delivery.decode() or None)
 
     def kick(self, n: int | None = None) -> int:
         """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import operator
+import time
 from typing import Any
 
 import pressure
@@ -50,6 +51,16 @@ def run(url: str, prefix: str) -> None:
     tail = log.take(5)
     list(log.read(0, tail))
     log.commit(tail)
+    # the task lifecycle: delayed put with ttl and ttr, release with a delay, bury, expiry
+    r.put("later", delay=0.01, ttl=60, ttr=30)
+    time.sleep(0.05)
+    e = r.receive(timeout=5)
+    e.release(delay=0.01)
+    time.sleep(0.05)
+    r.receive(timeout=5).bury()
+    r.put("gone", ttl=0.001)
+    time.sleep(0.05)
+    r.get_many(5)
     r.delete()
     with pressure.Executor("acl-executor", max_workers=1, **kw) as ex:
         assert list(ex.map(operator.neg, [1, 2])) == [-1, -2]

@@ -7,6 +7,7 @@ No timed assertions: a due item is waited for with a generous timeout, never mea
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import time
 from typing import Any
@@ -274,3 +275,210 @@ def test_a_bad_release_delay_is_refused_and_changes_nothing(make_queue: Any) -> 
         d.release(delay="1")
     assert [pickle.loads(f.payload) for f in q.in_flight()] == ["a"]
     assert d.ack()
+
+
+# -- ttl and ttr -----------------------------------------------------------------------------
+
+def test_an_item_not_taken_within_its_ttl_is_dropped(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ttl", reliable=True)
+    q.put("old", ttl=0.05)
+    q.put("new")
+    time.sleep(0.1)
+    assert q.qsize() == 2  # dropped when a get reaches it, never handed out
+    assert q.get_nowait() == "new"
+    assert int(r.hget(q.keys.counts, "expired") or 0) == 1
+    assert q.unfinished_tasks == 1  # the expired one counts as done, as a discarded one
+    q.task_done()
+    assert q.unfinished_tasks == 0
+    assert r.exists(q.keys.meta) == 0 and q.dead_letters() == []
+
+
+def test_an_expired_item_can_be_dead_lettered(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ttld", reliable=True, ttl=0.05, dead_letter_expired=True)
+    q.put_many(["a", "b"])
+    time.sleep(0.1)
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()
+    dead = q.dead_letters()
+    assert [(pickle.loads(d.payload), d.reason) for d in dead] == [("a", "expired"), ("b", "expired")]
+    assert q.unfinished_tasks == 2  # not done: kick() brings them back (with no ttl left to run)
+    assert q.kick() == 2
+
+
+def test_a_delay_extends_the_ttl(make_queue: Any) -> None:
+    """As tarantool's fifottl: the ttl runs from when the item is due."""
+    q = make_queue("ttlx")
+    q.put("x", delay=1.5, ttl=1.0)
+    time.sleep(1.6)  # past put + ttl, before due + ttl
+    assert q.get_nowait() == "x"
+
+
+def test_an_item_taken_within_its_ttl_keeps_nothing_behind(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ttlok", reliable=True)
+    q.put("a", ttl=60, ttr=60)
+    d = q.receive(block=False)
+    assert r.hlen(q.keys.meta) == 1  # its ttr holds while in flight
+    d.ack()
+    assert r.exists(q.keys.meta) == 0
+    p = make_queue("ttlok2")  # default mode: the get takes it along
+    p.put("b", ttl=60)
+    assert p.get_nowait() == "b" and r.exists(p.keys.meta) == 0
+
+
+def test_ttr_overrides_the_visibility_timeout(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ttr", reliable=True, visibility_timeout=600)
+    q.put("short", ttr=0.2)
+    q.put("long")
+    first = q.receive(block=False)
+    second = q.receive(block=False)
+    assert (first.item, second.item) == ("short", "long")
+    time.sleep(0.3)
+    other = make_queue("ttr", reliable=True, visibility_timeout=600)
+    r.delete(q.keys.sweep)  # the sweep runs at most once a second across clients
+    again = other.receive(timeout=DUE)  # its wait sweeps: only the item past its ttr comes back
+    assert again.item == "short" and again.deliveries == 2
+    assert not first.ack() and second.ack() and again.ack()
+
+
+@pytest.mark.parametrize("kw, exc", [({"ttl": 0}, ValueError), ({"ttl": -1}, ValueError), ({"ttr": 0}, ValueError),
+                                     ({"ttr": "1"}, TypeError), ({"ttl": float("nan")}, ValueError)])
+def test_a_bad_ttl_or_ttr_is_refused_before_anything_is_sent(make_queue: Any, r: redis.Redis, kw: dict[str, Any],
+                                                             exc: type[Exception]) -> None:
+    q = make_queue("ttlbad")
+    with pytest.raises(exc):
+        q.put(1, **kw)
+    with pytest.raises(exc):
+        q.put_many([1], **kw)
+    assert q.qsize() == 0 and r.exists(q.keys.meta) == 0
+    if "ttl" in kw:
+        with pytest.raises(exc):
+            make_queue("ttlbad2", ttl=kw["ttl"])
+
+
+def test_a_spec_client_takes_an_item_with_a_ttl_as_any_other(make_queue: Any, r: redis.Redis) -> None:
+    """Expiry happens in pressure's gets: a plain spec client takes what is in the list."""
+    q = make_queue("ttlspec", serializer="bytes")
+    q.put(b"x", ttl=0.01)
+    time.sleep(0.05)
+    assert _spec(r, q).get_nowait() == b"x"
+
+
+# -- bury, kick, and the statistics per state ------------------------------------------------
+
+def test_bury_parks_an_item_until_kicked(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("bury", reliable=True, max_deliveries=10)
+    q.put("poison")
+    d = q.receive(block=False)
+    assert d.bury()
+    assert not d.bury() and not d.ack()  # settled
+    [dead] = q.dead_letters()
+    assert dead.reason == "buried" and dead.deliveries == 1 and pickle.loads(dead.payload) == "poison"
+    assert q.qsize() == 0 and q.in_flight() == []
+    assert q.kick(1) == 1  # the oldest back to the head, with a fresh count
+    again = q.receive(block=False)
+    assert again.item == "poison" and again.deliveries == 1
+    again.ack()
+    assert_invariants(r, q)
+
+
+def test_statistics_per_state(make_queue: Any) -> None:
+    q = make_queue("stats", reliable=True)
+    q.put_many(["a", "b", "c", "d"])
+    q.put("later", delay=60)
+    q.put("gone", ttl=0.01)
+    time.sleep(0.05)
+    taken = q.receive(block=False)  # a
+    assert taken.item == "a"
+    b = q.receive(block=False)
+    b.bury()
+    c = q.receive(block=False)
+    c.release()  # back to the head
+    c = q.receive(block=False)
+    c.ack()
+    d = q.receive(block=False)
+    d.release(delay=60)
+    s = q.statistics()
+    assert s.tasks == {"total": 5, "ready": 1, "taken": 1, "delayed": 2, "buried": 1, "done": 0,
+                       "expired": 0}
+    with pytest.raises(pressure.Empty):
+        q.receive(block=False)  # "gone" is past its ttl: dropped on the way
+    taken.ack()
+    q.task_done()
+    s = q.statistics()
+    assert s.tasks == {"total": 3, "ready": 0, "taken": 0, "delayed": 2, "buried": 1, "done": 2,
+                       "expired": 1}
+    assert s.calls == {"put": 6, "take": 5, "ack": 2, "release": 2, "bury": 1, "kick": 0, "delete": 0}
+
+
+def test_statistics_count_what_a_spec_client_takes(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("statspec", serializer="bytes")
+    q.put_many([b"a", b"b"])
+    _spec(r, q).get_nowait()
+    s = q.statistics()
+    assert s.tasks["ready"] == 1 and s.calls["take"] == 1 and s.calls["put"] == 2
+
+
+# -- peek and delete by task id --------------------------------------------------------------
+
+def _task_id(item: Any) -> str:
+    """The task id of an item put with the default serializer (pickle)."""
+    return hashlib.sha1(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+
+
+def test_peek_and_delete_an_item_in_every_state(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ids", reliable=True)
+    q.put("taken")
+    held = q.receive(block=False)
+    q.put("buried")
+    buried = q.receive(block=False)
+    assert buried.bury()
+    q.put("ready")
+    q.put("delayed", delay=60)
+    ids = {"taken": held.task_id, "buried": buried.task_id, "ready": _task_id("ready"),
+           "delayed": _task_id("delayed")}
+    assert held.task_id == _task_id("taken")
+    assert q.dead_letters()[0].task_id == ids["buried"] and q.in_flight()[0].task_id == ids["taken"]
+    for state, task_id in ids.items():
+        info = q.peek_item(task_id)
+        assert info is not None and (info.state, info.item, info.id) == (state, state, task_id)
+    assert q.peek_item(ids["taken"]).consumer == held.consumer  # type: ignore[union-attr]
+    before = q.statistics()
+    for state, task_id in ids.items():
+        gone = q.delete_item(task_id)
+        assert gone is not None and gone.state == state
+        assert q.peek_item(task_id) is None and q.delete_item(task_id) is None
+    s = q.statistics()
+    assert s.tasks["total"] == 0 and s.calls["delete"] == 4
+    assert s.done == before.done + 2  # ready and delayed count as done; taken and buried do not
+    assert not held.ack()  # deleted under its consumer
+    assert_invariants(r, q)
+
+
+def test_delivery_delete(make_queue: Any) -> None:
+    q = make_queue("ddel", reliable=True)
+    q.put("x")
+    d = q.receive(block=False)
+    assert d.delete()
+    assert not d.delete()
+    assert q.statistics().tasks["total"] == 0
+
+
+@pytest.mark.parametrize("bad, exc", [(5, TypeError), ("abc", ValueError), ("G" * 40, ValueError)])
+def test_a_bad_task_id_is_refused(make_queue: Any, bad: Any, exc: type[Exception]) -> None:
+    q = make_queue("idbad")
+    with pytest.raises(exc):
+        q.peek_item(bad)
+    with pytest.raises(exc):
+        q.delete_item(bad)
+
+
+def test_peek_item_on_a_priority_queue(url: str, prefix: str) -> None:
+    q: pressure.Queue[int] = pressure.PriorityQueue("pid", url=url, prefix=prefix, reliable=True)
+    q.put_many([3, 1, 2])
+    d = q.receive(block=False)
+    d.release()
+    info = q.peek_item(d.task_id)
+    assert info is not None and (info.state, info.item) == ("ready", 1)
+    assert q.delete_item(d.task_id) is not None
+    assert [q.get_nowait(), q.get_nowait()] == [2, 3]
+    q.delete()

@@ -301,11 +301,11 @@ def test_a_binding_refuses_a_wrong_argument_count() -> None:
         CLOSE.run(None, k, "", "only one")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="get takes keys per call"):
         GET.run(None, k, "", *"123456")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="put takes 7 arguments"):
+    with pytest.raises(TypeError, match="put takes 8 arguments"):
         PUT.call(None, PUT.keys(k), tuple("12345"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="takes no more arguments"):
         CLOSE.command(k, more=1)
-    with pytest.raises(TypeError, match="put takes 7 more arguments"):
+    with pytest.raises(TypeError, match="put takes 8 more arguments"):
         PUT.command(k).pack(["1"])
 
 

@@ -39,7 +39,7 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _FULL, _NEGATIVE, _NO_QUEUE
-from .._scripts import GET, PUT
+from .._scripts import ACK, GET, PUT
 from .._roles import CONSUMER, MIN_WAIT, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript
@@ -250,7 +250,7 @@ class AsyncQueue(_Getting[T]):
         return payload
 
     def _put_args(self, payload: bytes, order: bytes, negative: bool, took: str) -> list[bytes | str]:
-        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order, ""]
+        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order, "", ""]
 
     async def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
         """Put ``item`` into the queue, waiting for room if it is full (at most ``timeout``
@@ -396,7 +396,7 @@ class AsyncQueue(_Getting[T]):
         trip, so awaitable, unlike asyncio.Queue's; ValueError if called more times than
         items were put."""
         k = self._keys
-        _, unfinished = await self._run("ack", (*self._task_keys, k.inflight(self._cid)), ("-", "1"))
+        _, unfinished = await self._run("ack", (*ACK.keys(k), k.inflight(self._cid)), ("-", "1"))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:

@@ -245,7 +245,7 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
         time.sleep(interval)
     stats, seconds = queue.statistics(), time.monotonic() - start
     rows = queue_rows(env.backend, env.prefix, [ref])
-    figures: dict[str, Any] = {**asdict(stats), "kind": ref.kind,
+    figures: dict[str, Any] = {**asdict(stats), "tasks": stats.tasks, "kind": ref.kind,
                                "consumers": rows[0].consumers if rows else 0,
                                "in_flight": rows[0].in_flight if rows else 0}
     if interval > 0:
@@ -273,6 +273,8 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
         ("dead letters", str(stats.dead_letters)),
         ("producer", stats.producer or "-"),
         ("consumer", stats.consumer or "-"),
+        ("tasks", ", ".join(f"{k} {v}" for k, v in stats.tasks.items())),
+        ("calls", ", ".join(f"{k} {v}" for k, v in stats.calls.items())),
     ]
     width = max(len(k) for k, _ in lines)
     click.echo("\n".join(f"{k.ljust(width)}  {v}" for k, v in lines))

@@ -5,7 +5,9 @@
 -- KEYS[2] - :stats:produced_messages
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
--- KEYS[5] - the consumer's in-flight list (:pressure:inflight:<id>)
+-- KEYS[5] - :pressure:meta (an acknowledged item's ttl and ttr go with it; lib.lua meta_of)
+-- KEYS[6] - :pressure:counts (lifecycle counters: 'ack', deliveries acknowledged)
+-- KEYS[7] - the consumer's in-flight list (:pressure:inflight:<id>)
 -- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none; '*'
 --           acknowledges everything the consumer holds, in one step: never with task_done)
 -- ARGV[2] - '1' to also mark a task done; '2' the same, only if the delivery was still in
@@ -15,11 +17,12 @@
 -- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
 -- called too many times) or -4 (no queue) or 0 without task_done}
 local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
-local all_tasks_done, inflight = KEYS[4], KEYS[5]
+local all_tasks_done, meta, counts_key, inflight = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local delivery, task_done = ARGV[1], ARGV[2]
 if delivery == '*' then
   local held = redis.call('LLEN', inflight)
   redis.call('DEL', inflight)
+  if held > 0 then redis.call('HINCRBY', counts_key, 'ack', held) end
   return {held, 0}
 end
 local acked = 0
@@ -28,6 +31,10 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
   for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
     if string.sub(entry, 1, #prefix) == prefix then
       redis.call('LREM', inflight, 1, entry)
+      if redis.call('EXISTS', meta) == 1 then
+        redis.call('HDEL', meta, redis.sha1hex(string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$')))
+      end
+      redis.call('HINCRBY', counts_key, 'ack', 1)
       acked = 1
       break
     end

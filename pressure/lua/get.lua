@@ -46,10 +46,17 @@
 -- KEYS[13] - :pressure:delivery_seq
 -- KEYS[14] - :pressure:delayed (delayed items by due time: those due move into the items
 --            first, as far as the bound allows; see lib.lua move_due)
--- KEYS[15] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[16] - this client's in-flight list (:pressure:inflight:<id>)
--- KEYS[17] - this client's held batch (:pressure:held:<id>)
---            (KEYS[15..17] end with ARGV[1]: what comes before it is the prefix of
+-- KEYS[15] - :pressure:meta (ttl and ttr of items put with them; see lib.lua meta_of): an
+--            item taken past its ttl is dropped (or dead-lettered) and the next one taken
+-- KEYS[16] - :pressure:counts (lifecycle counters: 'expired')
+-- KEYS[17] - :pressure:dead (dead-letter list: expired items put with 'd')
+-- KEYS[18] - :stats:produced_messages
+-- KEYS[19] - :pressure:tasks_done (an expired item dropped counts as done, as a discarded one)
+-- KEYS[20] - :pressure:all_tasks_done (stream that wakes join())
+-- KEYS[21] - this client's inbox (:pressure:inbox:<id>)
+-- KEYS[22] - this client's in-flight list (:pressure:inflight:<id>)
+-- KEYS[23] - this client's held batch (:pressure:held:<id>)
+--            (KEYS[21..23] end with ARGV[1]: what comes before it is the prefix of
 --            every consumer's list of that kind)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
@@ -93,7 +100,9 @@ local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
 local consumed_messages, consumed_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
 local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
-local inbox, inflight, held = KEYS[15], KEYS[16], KEYS[17]
+local meta, counts_key, dead_letters = KEYS[15], KEYS[16], KEYS[17]
+local produced_messages, tasks_done, all_tasks_done = KEYS[18], KEYS[19], KEYS[20]
+local inbox, inflight, held = KEYS[21], KEYS[22], KEYS[23]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
@@ -227,11 +236,56 @@ end
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
 local waiting = 0  -- delayed items
-if redis.call('EXISTS', delayed) == 1 then
-  local room = -1
-  if bound > 0 then room = bound - len end
-  waiting = move_due(delayed, items_key, room, items_push_all)
-  len = items_len(items_key)
+local has_meta = false
+if redis.call('EXISTS', delayed, meta) > 0 then  -- one look when neither is used
+  has_meta = redis.call('EXISTS', meta) == 1
+  if redis.call('EXISTS', delayed) == 1 then
+    local room = -1
+    if bound > 0 then room = bound - len end
+    waiting = move_due(delayed, items_key, room, items_push_all)
+    len = items_len(items_key)
+  end
+end
+
+-- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is dropped
+-- (counted as done, as a discarded item) or moved to the dead letters (seq 'expired'), and
+-- counted in :pressure:counts 'expired'. A default-mode get takes its field along: the item
+-- is never acknowledged.
+local function expire(item, now)
+  local m = meta_of(meta, item)
+  if not m then return false end
+  if not m.expires or m.expires > now then
+    if default_mode then redis.call('HDEL', meta, redis.sha1hex(item)) end
+    return false
+  end
+  redis.call('HDEL', meta, redis.sha1hex(item))
+  redis.call('HINCRBY', counts_key, 'expired', 1)
+  if m.dead then
+    redis.call('LPUSH', dead_letters, 'expired:0:' .. now .. ':' .. item)
+  else
+    local produced = counter(produced_messages)
+    if counter(tasks_done) < produced then
+      if redis.call('INCR', tasks_done) >= produced then
+        redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
+      end
+    end
+  end
+  return true
+end
+
+-- Up to `want` live items out of the queue (those past their ttl are expired on the way).
+local function take_live(want, now)
+  local kept = {}
+  while #kept < want do
+    local n = math.min(want - #kept, items_len(items_key))
+    if n == 0 then break end
+    local items
+    if n == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, n) end
+    for _, item in ipairs(items) do
+      if not expire(item, now) then kept[#kept + 1] = item end
+    end
+  end
+  return kept
 end
 -- the record before any answer that leaves a wake-up entry in our lists: a Delete
 -- finds a consumer's lists only through its record, and a sweep drops the records of
@@ -256,6 +310,13 @@ if not registered and not role_free then
   return wake(-2)
 end
 if redis.call('GET', consumer) ~= client_id then redis.call('SET', consumer, client_id) end
+local taken = nil
+if len > 0 and has_meta then
+  local want = 1
+  if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
+  taken = take_live(want, now_ms())
+  len = items_len(items_key) + #taken
+end
 if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
@@ -264,7 +325,9 @@ if len > 0 then
   now = now[1] * 1000 + math.floor(now[2] / 1000)
   local redelivered = redis.call('EXISTS', redeliveries) == 1
   local items
-  if want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
+  if taken then
+    items, want = taken, #taken
+  elseif want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
   local seq = redis.call('INCRBY', delivery_seq, want) - want
   if mode == 'batch' then
     local bytes, counts = 0, ''

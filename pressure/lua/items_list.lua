@@ -63,3 +63,21 @@ end
 local function items_size(item)
   return #item
 end
+
+-- The payload a stored item carries (FIFO: the item itself).
+local function items_payload(item)
+  return item
+end
+
+-- Remove one stored item from the queue; 1 if it was there.
+local function items_remove(key, item)
+  return redis.call('LREM', key, 1, item)
+end
+
+-- Every stored item, next out first.
+local function items_all(key)
+  local all = redis.call('LRANGE', key, 0, -1)
+  local out = {}
+  for i = #all, 1, -1 do out[#out + 1] = all[i] end
+  return out
+end

@@ -68,3 +68,16 @@ end
 local function items_size(item)
   return #item - 24 - (tonumber(string.sub(item, -8)) or 0)
 end
+
+local function items_payload(item)
+  local order = tonumber(string.sub(item, -8)) or 0
+  return string.sub(item, order + 17, -9)
+end
+
+local function items_remove(key, item)
+  return redis.call('ZREM', key, item)
+end
+
+local function items_all(key)
+  return redis.call('ZRANGE', key, 0, -1)
+end

@@ -6,10 +6,12 @@
 -- KEYS[4] - :stats:consumed_bytes
 -- KEYS[5] - :bound
 -- KEYS[6] - :not_full
+-- KEYS[7] - :pressure:counts (lifecycle counters: 'kick', how many items kicked)
 -- ARGV[1] - how many to move (-1 = all)
 -- return how many moved
 local dead_letters, items_key, consumed_messages = KEYS[1], KEYS[2], KEYS[3]
 local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
+local counts_key = KEYS[7]
 local how_many = ARGV[1]
 local n = tonumber(how_many)
 local entries = redis.call('LRANGE', dead_letters, 0, -1)
@@ -26,6 +28,7 @@ if n >= #entries then
 elseif n > 0 then
   redis.call('LTRIM', dead_letters, 0, #entries - n - 1)
 end
+if n > 0 then redis.call('HINCRBY', counts_key, 'kick', n) end
 local bound = bound_of(redis.call('GET', bound_key))
 if bound then
   keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))

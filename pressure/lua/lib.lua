@@ -145,3 +145,15 @@ local function move_due(delayed_key, items_key, room, push_all)
   end
   return redis.call('ZCARD', delayed_key)
 end
+
+-- Items put with a ttl or a ttr (put(..., ttl=, ttr=)) have a field in the hash :pressure:meta
+-- under sha1(the item as stored) (items with identical bytes share it, as they share a
+-- delivery count): '<expires at, ms>|<ttr, ms>|<d: dead-letter it when it expires>', each
+-- part possibly empty. The field goes when the item does: acknowledged, expired, deleted,
+-- or taken by a default-mode get.
+local function meta_of(meta_key, item)
+  local raw = redis.call('HGET', meta_key, redis.sha1hex(item))
+  if not raw then return nil end
+  local at, ttr, dead = string.match(raw, '^(%d*)|(%d*)|(%a*)$')
+  return {expires = tonumber(at), ttr = tonumber(ttr), dead = dead == 'd'}
+end

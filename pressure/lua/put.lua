@@ -21,6 +21,7 @@
 -- KEYS[12] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua
 --            move_due): due ones move into the items first, as far as the bound allows.
 --            Delayed items count against the bound here, as queued ones do
+-- KEYS[13] - :pressure:meta (ttl and ttr of items put with them; see lib.lua meta_of)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -31,7 +32,10 @@
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
 -- ARGV[7] - delay in ms ('' or '0': none): the items wait in KEYS[12] until due, counted
 --           in :stats:produced_* at once (so join() waits for them), not in the list
--- ARGV[8..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
+-- ARGV[8] - ttl and ttr: '' (none), or '<ttl ms>|<ttr ms>|<d>' (either number may be empty;
+--           'd': dead-letter the item when it expires, else drop it): written to KEYS[13] for
+--           every item, the ttl counted from when it is due (a delay extends it)
+-- ARGV[9..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
 --           priority queues two arguments, payload and order key (ITEM_ARGS). They
 --           go in after ARGV[2], in order, as many as the bound leaves room for
 -- return the queue length after the put (>= 0; the list's, without delayed items) on success, or
@@ -40,7 +44,7 @@
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
--- With ARGV[8..], success is {the length, how many of the items went in (>= 1)};
+-- With ARGV[9..], success is {the length, how many of the items went in (>= 1)};
 -- the negative codes are returned as they are (then none went in).
 local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
 local producer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
@@ -49,6 +53,7 @@ local lease_key, delivery_seq, delayed = KEYS[10], KEYS[11], KEYS[12]
 local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
+local meta, meta_arg = KEYS[13], ARGV[8]
 local raw = redis.call('GET', bound_key)
 if not raw then return -4 end
 local bound = bound_of(raw)
@@ -94,20 +99,32 @@ if waiting > 0 then
   waiting = move_due(delayed, items_key, room, items_push_all)
   len = items_len(items_key)
 end
-local more = (#ARGV - 7) / ITEM_ARGS
+local more = (#ARGV - 8) / ITEM_ARGS
 local put = 1
+local expires_at = ''
+if meta_arg ~= '' then
+  local ttl, rest = string.match(meta_arg, '^(%d*)(|.*)$')
+  if ttl ~= '' then expires_at = now_ms() + delay + tonumber(ttl) end
+  meta_arg = expires_at .. rest
+end
+-- the item as stored, with its ttl and ttr if it has any
+local function stored(item, order)
+  local wrapped = items_wrap(delivery_seq, item, order)
+  if meta_arg ~= '' then redis.call('HSET', meta, redis.sha1hex(wrapped), meta_arg) end
+  return wrapped
+end
 if delay > 0 then
   -- into the sorted set, due in `delay` ms, the batch in order, as far as the bound allows
   local due = now_ms() + delay
   local room = more
   if bound > 0 then room = math.min(more, bound - len - waiting - 1) end
   local bytes = #payload
-  redis.call('ZADD', delayed, due, delayed_member(delivery_seq, items_wrap(delivery_seq, payload, order_key)))
+  redis.call('ZADD', delayed, due, delayed_member(delivery_seq, stored(payload, order_key)))
   for i = 1, room do
-    local first = 8 + (i - 1) * ITEM_ARGS
+    local first = 9 + (i - 1) * ITEM_ARGS
     bytes = bytes + #ARGV[first]
     redis.call('ZADD', delayed, due,
-               delayed_member(delivery_seq, items_wrap(delivery_seq, ARGV[first], ARGV[first + 1] or '')))
+               delayed_member(delivery_seq, stored(ARGV[first], ARGV[first + 1] or '')))
   end
   put = put + room
   waiting = waiting + put
@@ -117,14 +134,24 @@ else
   -- the first item
   redis.call('INCR', produced_messages)
   redis.call('INCRBY', produced_bytes, #payload)
-  len = items_push(items_key, items_wrap(delivery_seq, payload, order_key))
+  len = items_push(items_key, stored(payload, order_key))
   -- the rest of a batch, while there is room
   if more > 0 then
     local room = more
     if bound > 0 then room = math.min(more, bound - len - waiting) end
-    if room > 0 then
+    if room > 0 and meta_arg ~= '' then
+      local items, bytes = {}, 0
+      for i = 1, room do
+        local first = 9 + (i - 1) * ITEM_ARGS
+        bytes = bytes + #ARGV[first]
+        items[i] = stored(ARGV[first], ARGV[first + 1] or '')
+      end
+      len = items_push_all(items_key, items)
+      redis.call('INCRBY', produced_messages, room)
+      redis.call('INCRBY', produced_bytes, bytes)
+    elseif room > 0 then
       local bytes
-      len, bytes = items_push_args(items_key, delivery_seq, 8, room)
+      len, bytes = items_push_args(items_key, delivery_seq, 9, room)
       redis.call('INCRBY', produced_messages, room)
       redis.call('INCRBY', produced_bytes, bytes)
     end

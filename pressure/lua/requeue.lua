@@ -31,6 +31,10 @@
 -- KEYS[12] - :not_full
 -- KEYS[13] - :pressure:delivery_seq (numbers the members of :pressure:delayed)
 -- KEYS[14] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua)
+-- KEYS[15] - :pressure:meta ('sweep': an item's ttr replaces its consumer's visibility
+--            timeout; see lib.lua meta_of)
+-- KEYS[16] - :pressure:counts (lifecycle counters: 'release', 'bury', and 'returned': items
+--            requeued, each of which left :stats:consumed_messages)
 -- ARGV[1] - 'release', 'recover' or 'sweep'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:)
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
@@ -41,6 +45,8 @@
 -- ARGV[8] - held-batch key prefix (:pressure:held:)
 -- ARGV[9] - ('release') a delay in ms ('' or '0': none): the item goes to KEYS[14], due
 --           then, instead of the head of the queue (it keeps its delivery count)
+-- ARGV[10] - ('release') '' or 'buried': straight to the dead letters, the entry marked
+--            'buried.<seq>' (Delivery.bury)
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
@@ -53,6 +59,7 @@ local max_deliveries, consumer_id, delivery_or_record = tonumber(ARGV[4]), ARGV[
 local sweep_ms, held_prefix = ARGV[7], ARGV[8]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
 local delay = tonumber(ARGV[9]) or 0
+local meta, counts_key, reason = KEYS[15], KEYS[16], ARGV[10]
 local requeued, dead = 0, 0
 
 local function requeue(entry)
@@ -63,6 +70,11 @@ local function requeue(entry)
     -- every delivery of this queue counts in :stats:consumed_messages until requeued: with
     -- none counted, the entry belongs to an earlier queue of this name (deleted and created
     -- again by plain spec clients, which cannot know our keys): it must not enter this one
+    return
+  end
+  if reason == 'buried' then
+    redis.call('LPUSH', dead_letters, 'buried.' .. entry)
+    dead = dead + 1
     return
   end
   if max_deliveries > 0 and deliveries >= max_deliveries then
@@ -130,6 +142,8 @@ local function recover(id)
 end
 
 local function upkeep()
+  -- items given back leave :stats:consumed_messages: counted here, so takes can be told
+  if requeued > 0 then redis.call('HINCRBY', counts_key, 'returned', requeued) end
   if requeued > 0 and delay == 0 then
     nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
   end
@@ -154,6 +168,11 @@ if mode == 'release' then
     if string.sub(entry, 1, #prefix) == prefix then
       redis.call('LREM', key, 1, entry)
       requeue(entry)
+      if reason == 'buried' then
+        redis.call('HINCRBY', counts_key, 'bury', 1)
+      else
+        redis.call('HINCRBY', counts_key, 'release', 1)
+      end
       break
     end
   end
@@ -170,6 +189,7 @@ else
   end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
+  local has_meta = redis.call('EXISTS', meta) == 1
   local records = redis.call('HGETALL', consumers)
   for i = 1, #records, 2 do
     local id = records[i]
@@ -185,7 +205,12 @@ else
     for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
       for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
         local ms = tonumber(string.match(entry, '^[^:]*:[^:]*:([^:]*):'))
-        if visibility > 0 and ms and ms + visibility <= now then
+        local limit = visibility
+        if has_meta and ms then
+          local m = meta_of(meta, string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$'))
+          if m and m.ttr then limit = m.ttr end
+        end
+        if limit > 0 and ms and ms + limit <= now then
           redis.call('LREM', key, 1, entry)
           requeue(entry)
         elseif ms then

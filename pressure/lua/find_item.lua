@@ -1,0 +1,102 @@
+-- Find one item by its task id (the hex SHA1 of its payload, as Delivery.task_id,
+-- InFlight.task_id and DeadLetter.task_id give it) in whatever state it is, and show it
+-- ('peek', read-only) or remove it ('delete': tarantool's delete, in any state). Looks,
+-- in this order, at what consumers hold (in flight or in their inbox), the queue, the
+-- delayed items and the dead letters: O(n) in all of them (an operator's tool). Items
+-- with identical bytes share an id: the first found is the one.
+-- A deleted item that was ready or delayed counts as done (as a discarded one); one a
+-- consumer holds does not (its consumer's task_done() counts it; its ack finds it gone),
+-- nor does a dead letter (as purge_dead).
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
+-- KEYS[2]  - :pressure:delayed
+-- KEYS[3]  - :pressure:dead
+-- KEYS[4]  - :pressure:consumers (names the consumers' lists)
+-- KEYS[5]  - :pressure:meta (the item's ttl and ttr: removed with it)
+-- KEYS[6]  - :pressure:counts (lifecycle counters: 'delete')
+-- KEYS[7]  - :bound
+-- KEYS[8]  - :not_full
+-- KEYS[9]  - :stats:produced_messages
+-- KEYS[10] - :pressure:tasks_done
+-- KEYS[11] - :pressure:all_tasks_done (stream that wakes join())
+-- ARGV[1] - 'peek' or 'delete'
+-- ARGV[2] - the task id
+-- ARGV[3] - inbox key prefix (:pressure:inbox:)
+-- ARGV[4] - in-flight key prefix (:pressure:inflight:)
+-- return {state, payload, deliveries (0: not counted in that state), consumer ('' unless
+-- taken), delivery number ('' if none)}, state one of 'taken', 'ready', 'delayed', 'buried'; or -1 if no such item
+local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
+local consumers, meta, counts_key = KEYS[4], KEYS[5], KEYS[6]
+local bound_key, not_full, produced_messages = KEYS[7], KEYS[8], KEYS[9]
+local tasks_done, all_tasks_done = KEYS[10], KEYS[11]
+local mode, task_id, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local deleting = mode == 'delete'
+
+local function matches(item)
+  return redis.sha1hex(items_payload(item)) == task_id
+end
+
+-- the item is gone: its ttl and ttr with it, and counted
+local function deleted(item, done)
+  redis.call('HDEL', meta, redis.sha1hex(item))
+  redis.call('HINCRBY', counts_key, 'delete', 1)
+  if done then
+    local produced = counter(produced_messages)
+    if counter(tasks_done) < produced and redis.call('INCR', tasks_done) >= produced then
+      redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
+    end
+    local bound = bound_of(redis.call('GET', bound_key))
+    if bound then
+      keep_permit(not_full, items_len(items_key) + redis.call('ZCARD', delayed), bound,
+                  redis.call('LLEN', not_full))
+    end
+  end
+end
+
+-- taken: in a consumer's in-flight list or inbox
+for _, id in ipairs(redis.call('HKEYS', consumers)) do
+  for _, key in ipairs({inflight_prefix .. id, inbox_prefix .. id}) do
+    for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      local seq, deliveries, item = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
+      if seq and seq ~= 's' and matches(item) then
+        if deleting then
+          redis.call('LREM', key, 1, entry)
+          deleted(item, false)
+        end
+        return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
+      end
+    end
+  end
+end
+-- ready
+for _, item in ipairs(items_all(items_key)) do
+  if matches(item) then
+    if deleting then
+      items_remove(items_key, item)
+      deleted(item, true)
+    end
+    return {'ready', items_payload(item), 0, '', ''}
+  end
+end
+-- delayed
+for _, member in ipairs(redis.call('ZRANGE', delayed, 0, -1)) do
+  local item = string.sub(member, 17)
+  if matches(item) then
+    if deleting then
+      redis.call('ZREM', delayed, member)
+      deleted(item, true)
+    end
+    return {'delayed', items_payload(item), 0, '', ''}
+  end
+end
+-- buried: the dead letters
+for _, entry in ipairs(redis.call('LRANGE', dead_letters, 0, -1)) do
+  local seq, deliveries, item = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
+  if item and matches(item) then
+    if deleting then
+      redis.call('LREM', dead_letters, 1, entry)
+      deleted(item, false)
+    end
+    return {'buried', items_payload(item), tonumber(deliveries) or 0, '', seq}
+  end
+end
+return -1
