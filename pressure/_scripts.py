@@ -221,7 +221,7 @@ class PutStatus(IntEnum):
 PUT = QueueScript(
     "put",
     lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed, k.meta),
+               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed, k.meta, k.utube),
     ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms", "meta"), PutStatus,
     more_argv="items")
 
@@ -249,7 +249,7 @@ GET = QueueScript(
     "get",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
                k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed,
-               k.meta, k.counts, k.dead, k.produced_messages, k.tasks_done, k.all_tasks_done),
+               k.meta, k.counts, k.dead, k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube),
     ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
     call_keys=("inbox", "inflight", "held"), more_argv="received or count")
 
@@ -262,7 +262,8 @@ class AckStatus(IntEnum):
     NO_QUEUE = -4
 
 
-ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta, k.counts), ("delivery", "task_done"), AckStatus,
+ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta, k.counts, k.base, k.utube, k.waiter, k.lease),
+                  ("delivery", "task_done"), AckStatus,
                   call_keys=("inflight",))
 
 # -- reliability: requeue, kick, repair, touch, restore -----------------------------------------
@@ -279,7 +280,7 @@ REQUEUE = QueueScript(
     "requeue",
     lambda k: (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
                k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed,
-               k.meta, k.counts),
+               k.meta, k.counts, k.utube),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
      "held_prefix", "delay_ms", "reason"), RequeueStatus)
 
@@ -296,7 +297,7 @@ class FindStatus(IntEnum):
 FIND_ITEM = QueueScript(
     "find_item",
     lambda k: (k.base, k.delayed, k.dead, k.consumers, k.meta, k.counts, k.bound, k.not_full,
-               k.produced_messages, k.tasks_done, k.all_tasks_done),
+               k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube),
     ("mode", "task_id", "inbox_prefix", "inflight_prefix"), FindStatus)
 
 #: {ready, delayed, taken, buried, counter name, value, ...} (lua/stats.lua)

@@ -131,18 +131,20 @@ def _delay_ms(name: str, value: Any) -> str:
     return str(ms) if ms > 0 else ""
 
 
-def _meta_arg(ttl: Any, ttr: Any, default_ttl: float | None, dead: bool) -> str:
+def _meta_arg(ttl: Any, ttr: Any, default_ttl: float | None, dead: bool, key: Any = None) -> str:
     """put.lua's ARGV[8] for an item's ``ttl`` and ``ttr`` (seconds; the handle's ttl when
-    ``ttl`` is None): '' for neither, else '<ttl ms>|<ttr ms>|<d>'."""
+    ``ttl`` is None) and utube ``key``: '' for none, else '<ttl ms>|<ttr ms>|<d>|<key>'."""
+    if key is not None and (not isinstance(key, str) or not key):
+        raise TypeError(f"key must be a non-empty str or None, not {key!r}")
     ttl_ms = _delay_ms("ttl", default_ttl if ttl is None else ttl)
     ttr_ms = _delay_ms("ttr", ttr)
     if ttl is not None and not ttl_ms:
         raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
     if ttr is not None and not ttr_ms:
         raise ValueError(f"ttr must be a positive number of seconds, not {ttr!r}")
-    if not ttl_ms and not ttr_ms:
+    if not ttl_ms and not ttr_ms and key is None:
         return ""
-    return f"{ttl_ms}|{ttr_ms}|{'d' if dead and ttl_ms else ''}"
+    return f"{ttl_ms}|{ttr_ms}|{'d' if dead and ttl_ms else ''}|{key or ''}"
 
 
 def _ttl_value(ttl: Any) -> float | None:

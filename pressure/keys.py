@@ -96,6 +96,8 @@ class QueueKeys:
     delayed: str
     #: hash: sha1(stored item) -> its ttl and ttr (lua/lib.lua meta_of)
     meta: str
+    #: hash: utube key -> its items in the queue; '<utube>:<key>' the list of those waiting
+    utube: str
     #: hash of lifecycle counters: expired, release, bury, kick, delete (statistics())
     counts: str
     #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
@@ -139,6 +141,7 @@ class QueueKeys:
             delayed=f"{ext}:delayed",
             meta=f"{ext}:meta",
             counts=f"{ext}:counts",
+            utube=f"{ext}:utube",
             logs=f"{ext}:logs",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
@@ -167,7 +170,7 @@ class QueueKeys:
         lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
                 self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed,
-                self.meta, self.counts)
+                self.meta, self.counts, self.utube)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

@@ -386,7 +386,8 @@ class Queue(Reliability[T]):
     # -- put ----------------------------------------------------------------------
 
     def put(self, item: T, block: bool = True, timeout: float | None = None, *,
-            delay: float | None = None, ttl: float | None = None, ttr: float | None = None) -> None:
+            delay: float | None = None, ttl: float | None = None, ttr: float | None = None,
+            key: str | None = None) -> None:
         """Put an item into the queue.
 
         If optional args 'block' is true and 'timeout' is None (the default),
@@ -403,10 +404,11 @@ class Queue(Reliability[T]):
         in due order (see README, Task lifecycle). It counts against ``maxsize`` meanwhile.
         ``ttl`` (seconds; default: the handle's ``ttl``): dropped if not taken by then (counted
         from when it is due). ``ttr`` (seconds): its visibility timeout once delivered, in
-        place of the consumer's ``visibility_timeout``.
+        place of the consumer's ``visibility_timeout``. ``key`` (utube; FIFO queues): items of
+        one key are handed out one at a time, in order, each once the previous one is done.
         """
         delay_ms = _delay_ms("delay", delay)
-        meta = self._meta(ttl, ttr)
+        meta = self._meta(ttl, ttr, key, delay_ms)
         payload = self._producer.payload(item)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
@@ -420,7 +422,8 @@ class Queue(Reliability[T]):
                                   delay_ms, meta)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,
-                 delay: float | None = None, ttl: float | None = None, ttr: float | None = None) -> None:
+                 delay: float | None = None, ttl: float | None = None, ttr: float | None = None,
+            key: str | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
 
         Every item is serialized first: if one cannot be, SerializationError is raised and
@@ -432,10 +435,10 @@ class Queue(Reliability[T]):
         set to how many of the items (the first ones) went in. Other producers' items may come
         between the batch's round trips, never inside one; a round trip carries at most 1000
         items, and no more bytes than the server accepts for one item. ``delay`` delays every
-        item as ``put`` does (same due time, in order); ``ttl`` and ``ttr`` apply to each.
+        item as ``put`` does (same due time, in order); ``ttl``, ``ttr`` and ``key`` apply to each.
         """
         delay_ms = _delay_ms("delay", delay)
-        meta = self._meta(ttl, ttr)
+        meta = self._meta(ttl, ttr, key, delay_ms)
         items = items if isinstance(items, (list, tuple)) else list(items)
         payloads = self._producer.dumps_all(items)
         orders = self._order_keys(items)
@@ -452,11 +455,16 @@ class Queue(Reliability[T]):
             exc.items_put = total - len(payloads)
             raise
 
-    def _meta(self, ttl: float | None, ttr: float | None) -> str:
-        """put.lua's ttl-and-ttr argument (validated: ValueError/TypeError before any round trip)."""
-        if ttl is None and ttr is None and self._options.ttl is None:
+    def _meta(self, ttl: float | None, ttr: float | None, key: str | None, delay_ms: str) -> str:
+        """put.lua's ttl, ttr and key argument (validated: ValueError/TypeError before any
+        round trip)."""
+        if ttl is None and ttr is None and key is None and self._options.ttl is None:
             return ""
-        return _meta_arg(ttl, ttr, self._options.ttl, self._options.dead_letter_expired)
+        if key is not None and self._KIND != "fifo":
+            raise ValueError(f"key= (utube) is for FIFO queues, not {self._KIND} ones")
+        if key is not None and delay_ms:
+            raise ValueError("key= (utube) and delay= cannot be combined")
+        return _meta_arg(ttl, ttr, self._options.ttl, self._options.dead_letter_expired, key)
 
     def put_nowait(self, item: T) -> None:
         """Put an item into the queue without blocking.

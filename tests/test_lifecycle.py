@@ -1,4 +1,5 @@
-"""The task lifecycle on a queue (issue 18): delayed puts (put/put_many delay=), ... .
+"""The task lifecycle on a queue (issue 18): delayed puts, release with a delay, ttl and ttr,
+bury, peek and delete by task id, the statistics per state, and utube (put(..., key=)).
 
 Every state change is one script; these tests check each transition on a real server,
 what a plain spec client sees of it, and that a consumer SIGKILLed around it loses nothing.
@@ -482,3 +483,113 @@ def test_peek_item_on_a_priority_queue(url: str, prefix: str) -> None:
     assert q.delete_item(d.task_id) is not None
     assert [q.get_nowait(), q.get_nowait()] == [2, 3]
     q.delete()
+
+
+# -- utube: one item of a key at a time ------------------------------------------------------
+
+def test_utube_hands_out_one_item_per_key_at_a_time(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("ut", reliable=True)
+    q.put_many(["a1", "a2", "a3"], key="a")
+    q.put("b1", key="b")
+    q.put("free")
+    assert q.qsize() == 3  # a1, b1, free: a2 and a3 wait behind a1
+    a1, b1, free = (q.receive(block=False) for _ in range(3))
+    assert (a1.item, b1.item, free.item) == ("a1", "b1", "free")
+    with pytest.raises(pressure.Empty):
+        q.receive(block=False)
+    assert a1.release()  # given back: still a's current item
+    again = q.receive(block=False)
+    assert again.item == "a1" and again.deliveries == 2
+    assert again.ack()  # done: a2 comes in
+    a2 = q.receive(block=False)
+    assert a2.item == "a2"
+    assert a2.bury()  # dead-lettered: a3 comes in
+    a3 = q.receive(block=False)
+    assert a3.item == "a3"
+    assert a3.delete()  # deleted: a's items are all gone
+    assert r.hkeys(q.keys.utube) == [b"b"]
+    b1.ack()
+    free.ack()
+    assert r.exists(q.keys.utube, q.keys.meta) == 0
+    assert_invariants(r, q)
+
+
+def test_utube_an_expired_item_lets_the_next_in(make_queue: Any) -> None:
+    q = make_queue("utx", reliable=True)
+    q.put("old", key="k", ttl=0.01)
+    q.put("new", key="k")
+    time.sleep(0.05)
+    assert q.receive(block=False).item == "new"
+
+
+def test_utube_in_the_default_mode_a_get_lets_the_next_in(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utd")
+    q.put_many([1, 2], key="k")
+    assert q.get_nowait() == 1 and q.get_nowait() == 2
+    assert r.exists(q.keys.utube, q.keys.meta) == 0
+
+
+def test_utube_lists_go_with_the_queue(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utdel", reliable=True)
+    q.put_many([1, 2, 3], key="k")
+    assert r.llen(f"{q.keys.utube}:k") == 2
+    q.delete()
+    assert r.exists(q.keys.utube, f"{q.keys.utube}:k", q.keys.meta) == 0
+
+
+def test_utube_bad_input(make_queue: Any, url: str, prefix: str) -> None:
+    q = make_queue("utbad")
+    with pytest.raises(ValueError):
+        q.put(1, key="k", delay=1)
+    with pytest.raises(TypeError):
+        q.put(1, key=5)
+    with pytest.raises(TypeError):
+        q.put_many([1], key="")
+    lifo: pressure.Queue[int] = pressure.LifoQueue("utl", url=url, prefix=prefix)
+    with pytest.raises(ValueError):
+        lifo.put(1, key="k")
+    lifo.delete()
+    assert q.qsize() == 0
+
+
+KEYS_ = ("k0", "k1", "k2", "k3")
+PER_KEY = 12
+
+
+def _utube_worker(url: str, prefix: str, name: str) -> None:
+    """A consumer process: for each item, claim its key (SET NX: an overlap fails), work a
+    little, record the item in its key's order list, release the claim, acknowledge."""
+    import random
+    q: pressure.Queue[tuple[str, int]] = pressure.Queue(name, url=url, prefix=prefix, reliable=True)
+    r = redis.Redis.from_url(url)
+    while r.llen(f"{prefix}:test:done") < len(KEYS_) * PER_KEY:
+        try:
+            d = q.receive(timeout=0.5)
+        except pressure.Empty:
+            continue
+        key, n = d.item
+        if not r.set(f"{prefix}:test:busy:{key}", n, nx=True):
+            r.rpush(f"{prefix}:test:overlaps", f"{key}:{n}")
+        time.sleep(random.random() * 0.005)
+        r.rpush(f"{prefix}:test:order:{key}", n)
+        r.delete(f"{prefix}:test:busy:{key}")
+        r.rpush(f"{prefix}:test:done", f"{key}:{n}")
+        d.ack()
+
+
+def test_utube_across_consumer_processes_never_overlaps_and_keeps_order(url: str, r: redis.Redis,
+                                                                         make_queue: Any) -> None:
+    q = make_queue("utp", reliable=True)
+    for n in range(PER_KEY):  # interleaved keys, as a producer would put them
+        for key in KEYS_:
+            q.put((key, n), key=key)
+    pids = [fork_child(_utube_worker, url, q.prefix, "utp") for _ in range(3)]
+    try:
+        _wait_for(lambda: r.llen(f"{q.prefix}:test:done") >= len(KEYS_) * PER_KEY, "every item")
+    finally:
+        for pid in pids:
+            kill_and_reap(pid)
+    assert r.lrange(f"{q.prefix}:test:overlaps", 0, -1) == []
+    for key in KEYS_:
+        assert [int(n) for n in r.lrange(f"{q.prefix}:test:order:{key}", 0, -1)] == list(range(PER_KEY))
+    assert r.exists(q.keys.utube) == 0

@@ -18,6 +18,7 @@
 -- KEYS[9]  - :stats:produced_messages
 -- KEYS[10] - :pressure:tasks_done
 -- KEYS[11] - :pressure:all_tasks_done (stream that wakes join())
+-- KEYS[12] - :pressure:utube (a deleted item of a utube key lets its key's next one in)
 -- ARGV[1] - 'peek' or 'delete'
 -- ARGV[2] - the task id
 -- ARGV[3] - inbox key prefix (:pressure:inbox:)
@@ -27,7 +28,7 @@
 local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
 local consumers, meta, counts_key = KEYS[4], KEYS[5], KEYS[6]
 local bound_key, not_full, produced_messages = KEYS[7], KEYS[8], KEYS[9]
-local tasks_done, all_tasks_done = KEYS[10], KEYS[11]
+local tasks_done, all_tasks_done, utube = KEYS[10], KEYS[11], KEYS[12]
 local mode, task_id, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local deleting = mode == 'delete'
 
@@ -37,6 +38,7 @@ end
 
 -- the item is gone: its ttl and ttr with it, and counted
 local function deleted(item, done)
+  utube_done(utube, meta_of(meta, item), items_key, items_push_all)
   redis.call('HDEL', meta, redis.sha1hex(item))
   redis.call('HINCRBY', counts_key, 'delete', 1)
   if done then

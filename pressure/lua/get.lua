@@ -53,10 +53,12 @@
 -- KEYS[18] - :stats:produced_messages
 -- KEYS[19] - :pressure:tasks_done (an expired item dropped counts as done, as a discarded one)
 -- KEYS[20] - :pressure:all_tasks_done (stream that wakes join())
--- KEYS[21] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[22] - this client's in-flight list (:pressure:inflight:<id>)
--- KEYS[23] - this client's held batch (:pressure:held:<id>)
---            (KEYS[21..23] end with ARGV[1]: what comes before it is the prefix of
+-- KEYS[21] - :pressure:utube (an item of a utube key that expires, or that a default-mode
+--            get takes, lets its key's next item in; lib.lua utube_done)
+-- KEYS[22] - this client's inbox (:pressure:inbox:<id>)
+-- KEYS[23] - this client's in-flight list (:pressure:inflight:<id>)
+-- KEYS[24] - this client's held batch (:pressure:held:<id>)
+--            (KEYS[22..24] end with ARGV[1]: what comes before it is the prefix of
 --            every consumer's list of that kind)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
@@ -102,7 +104,7 @@ local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
 local meta, counts_key, dead_letters = KEYS[15], KEYS[16], KEYS[17]
 local produced_messages, tasks_done, all_tasks_done = KEYS[18], KEYS[19], KEYS[20]
-local inbox, inflight, held = KEYS[21], KEYS[22], KEYS[23]
+local utube, inbox, inflight, held = KEYS[21], KEYS[22], KEYS[23], KEYS[24]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
@@ -255,10 +257,14 @@ local function expire(item, now)
   local m = meta_of(meta, item)
   if not m then return false end
   if not m.expires or m.expires > now then
-    if default_mode then redis.call('HDEL', meta, redis.sha1hex(item)) end
+    if default_mode then
+      redis.call('HDEL', meta, redis.sha1hex(item))
+      utube_done(utube, m, items_key, items_push_all)
+    end
     return false
   end
   redis.call('HDEL', meta, redis.sha1hex(item))
+  utube_done(utube, m, items_key, items_push_all)
   redis.call('HINCRBY', counts_key, 'expired', 1)
   if m.dead then
     redis.call('LPUSH', dead_letters, 'expired:0:' .. now .. ':' .. item)

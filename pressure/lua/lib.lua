@@ -109,6 +109,11 @@ local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, held_p
     deleted = deleted + redis.call('DEL', inbox_prefix .. id, inflight_prefix .. id, held_prefix .. id)
   end
   for _, key in ipairs(extension_keys) do
+    if string.sub(key, -6) == ':utube' then  -- the lists of items waiting behind a utube key
+      for _, utube_key in ipairs(redis.call('HKEYS', key)) do
+        deleted = deleted + redis.call('DEL', key .. ':' .. utube_key)
+      end
+    end
     deleted = deleted + redis.call('DEL', key)
   end
   return deleted
@@ -146,14 +151,32 @@ local function move_due(delayed_key, items_key, room, push_all)
   return redis.call('ZCARD', delayed_key)
 end
 
--- Items put with a ttl or a ttr (put(..., ttl=, ttr=)) have a field in the hash :pressure:meta
--- under sha1(the item as stored) (items with identical bytes share it, as they share a
--- delivery count): '<expires at, ms>|<ttr, ms>|<d: dead-letter it when it expires>', each
--- part possibly empty. The field goes when the item does: acknowledged, expired, deleted,
--- or taken by a default-mode get.
+-- Items put with a ttl, a ttr or a utube key (put(..., ttl=, ttr=, key=)) have a field in
+-- the hash :pressure:meta under sha1(the item as stored) (items with identical bytes share
+-- it, as they share a delivery count): '<expires at, ms>|<ttr, ms>|<d: dead-letter it when
+-- it expires>|<key>', each part possibly empty. The field goes when the item does:
+-- acknowledged, expired, deleted, dead-lettered, or taken by a default-mode get.
 local function meta_of(meta_key, item)
   local raw = redis.call('HGET', meta_key, redis.sha1hex(item))
   if not raw then return nil end
-  local at, ttr, dead = string.match(raw, '^(%d*)|(%d*)|(%a*)$')
-  return {expires = tonumber(at), ttr = tonumber(ttr), dead = dead == 'd'}
+  local at, ttr, dead, key = string.match(raw, '^(%d*)|(%d*)|(%a*)|?(.*)$')
+  if key == '' then key = nil end
+  return {expires = tonumber(at), ttr = tonumber(ttr), dead = dead == 'd', key = key}
+end
+
+-- utube (put(..., key=)): the hash :pressure:utube counts, per key, its items in the queue
+-- (the one current item: queued, delayed by a release, or taken; and those waiting behind
+-- it in the list '<utube key name>:<key>', oldest at the right). Only the current item is
+-- ever in the queue, so items of one key are taken one at a time, in order. When it is
+-- done (acknowledged, dead-lettered, expired, deleted, or taken by a default-mode get),
+-- the next one of its key enters the queue at the tail (with `push_all`, items_push_all).
+-- `m` is the item's meta_of.
+local function utube_done(utube_key, m, items_key, push_all)
+  if not m or not m.key then return end
+  if redis.call('HINCRBY', utube_key, m.key, -1) <= 0 then
+    redis.call('HDEL', utube_key, m.key)
+  else
+    local nxt = redis.call('RPOP', utube_key .. ':' .. m.key)
+    if nxt then push_all(items_key, {nxt}) end
+  end
 end

@@ -21,7 +21,9 @@
 -- KEYS[12] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua
 --            move_due): due ones move into the items first, as far as the bound allows.
 --            Delayed items count against the bound here, as queued ones do
--- KEYS[13] - :pressure:meta (ttl and ttr of items put with them; see lib.lua meta_of)
+-- KEYS[13] - :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of)
+-- KEYS[14] - :pressure:utube (items per utube key; the items waiting behind a key's current
+--            one in the list '<KEYS[14]>:<key>'; see lib.lua utube_done)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -32,9 +34,11 @@
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
 -- ARGV[7] - delay in ms ('' or '0': none): the items wait in KEYS[12] until due, counted
 --           in :stats:produced_* at once (so join() waits for them), not in the list
--- ARGV[8] - ttl and ttr: '' (none), or '<ttl ms>|<ttr ms>|<d>' (either number may be empty;
---           'd': dead-letter the item when it expires, else drop it): written to KEYS[13] for
---           every item, the ttl counted from when it is due (a delay extends it)
+-- ARGV[8] - ttl, ttr and utube key: '' (none), or '<ttl ms>|<ttr ms>|<d>|<key>' (any part
+--           may be empty; 'd': dead-letter the item when it expires, else drop it): written to
+--           KEYS[13] for every item, the ttl counted from when it is due (a delay extends it).
+--           With a key (FIFO queues, no delay), an item enters the queue only when it is its
+--           key's only one; else it waits behind the others in its key's list
 -- ARGV[9..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
 --           priority queues two arguments, payload and order key (ITEM_ARGS). They
 --           go in after ARGV[2], in order, as many as the bound leaves room for
@@ -53,7 +57,8 @@ local lease_key, delivery_seq, delayed = KEYS[10], KEYS[11], KEYS[12]
 local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
-local meta, meta_arg = KEYS[13], ARGV[8]
+local meta, meta_arg, utube = KEYS[13], ARGV[8], KEYS[14]
+local utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
 local raw = redis.call('GET', bound_key)
 if not raw then return -4 end
 local bound = bound_of(raw)
@@ -128,6 +133,25 @@ if delay > 0 then
   end
   put = put + room
   waiting = waiting + put
+  redis.call('INCRBY', produced_messages, put)
+  redis.call('INCRBY', produced_bytes, bytes)
+elseif utube_key then
+  -- each item is its key's current one (into the queue) or waits behind it
+  local room = more
+  if bound > 0 then room = math.min(more, bound - len - waiting - 1) end
+  local bytes = 0
+  for i = 0, room do
+    local item = payload
+    if i > 0 then item = ARGV[8 + i] end
+    bytes = bytes + #item
+    local wrapped = stored(item, '')
+    if redis.call('HINCRBY', utube, utube_key, 1) == 1 then
+      len = items_push(items_key, wrapped)
+    else
+      redis.call('LPUSH', utube .. ':' .. utube_key, wrapped)
+    end
+  end
+  put = 1 + room
   redis.call('INCRBY', produced_messages, put)
   redis.call('INCRBY', produced_bytes, bytes)
 else

@@ -35,6 +35,8 @@
 --            timeout; see lib.lua meta_of)
 -- KEYS[16] - :pressure:counts (lifecycle counters: 'release', 'bury', and 'returned': items
 --            requeued, each of which left :stats:consumed_messages)
+-- KEYS[17] - :pressure:utube (a dead-lettered item of a utube key lets its key's next item
+--            in; lib.lua utube_done)
 -- ARGV[1] - 'release', 'recover' or 'sweep'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:)
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
@@ -60,6 +62,17 @@ local sweep_ms, held_prefix = ARGV[7], ARGV[8]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
 local delay = tonumber(ARGV[9]) or 0
 local meta, counts_key, reason = KEYS[15], KEYS[16], ARGV[10]
+local utube = KEYS[17]
+
+-- an item goes to the dead letters: its key (utube), if it has one, lets the next one in
+local function dead_lettered(payload)
+  if redis.call('EXISTS', meta) == 0 then return end
+  local m = meta_of(meta, payload)
+  if m and m.key then
+    utube_done(utube, m, items_key, items_push_all)
+    redis.call('HDEL', meta, redis.sha1hex(payload))
+  end
+end
 local requeued, dead = 0, 0
 
 local function requeue(entry)
@@ -74,11 +87,13 @@ local function requeue(entry)
   end
   if reason == 'buried' then
     redis.call('LPUSH', dead_letters, 'buried.' .. entry)
+    dead_lettered(payload)
     dead = dead + 1
     return
   end
   if max_deliveries > 0 and deliveries >= max_deliveries then
     redis.call('LPUSH', dead_letters, entry)
+    dead_lettered(payload)
     dead = dead + 1
     return
   end
