@@ -593,3 +593,39 @@ def test_utube_across_consumer_processes_never_overlaps_and_keeps_order(url: str
     for key in KEYS_:
         assert [int(n) for n in r.lrange(f"{q.prefix}:test:order:{key}", 0, -1)] == list(range(PER_KEY))
     assert r.exists(q.keys.utube) == 0
+
+
+def test_utube_a_consumer_killed_holding_the_current_item_blocks_its_key_until_recovered(
+        url: str, r: redis.Redis, make_queue: Any) -> None:
+    """The current item of a key comes back to the next consumer after its holder is SIGKILLed
+    (at least once), and the key's next item only after it is acknowledged: no overlap."""
+    q = make_queue("utkill", reliable=True)
+    q.put_many(["k0", "k1"], key="k")
+    marker = f"{q.prefix}:test:returned"
+    pid = fork_child(_consume, url, q.prefix, "utkill", marker)
+    try:
+        _wait_for(lambda: r.exists(marker), "the child's get")
+    finally:
+        kill_and_reap(pid)
+    d = q.receive(timeout=DUE * 3)
+    assert d.item == "k0" and d.deliveries == 2
+    with pytest.raises(pressure.Empty):
+        q.receive(block=False)  # k1 waits for k0
+    d.ack()
+    assert q.receive(block=False).item == "k1"
+
+
+def test_a_consumer_killed_holding_an_item_with_a_ttr_loses_nothing(url: str, r: redis.Redis,
+                                                                    make_queue: Any) -> None:
+    q = make_queue("ttrkill", reliable=True, visibility_timeout=600)
+    q.put("job", ttr=60)
+    marker = f"{q.prefix}:test:returned"
+    pid = fork_child(_consume, url, q.prefix, "ttrkill", marker)
+    try:
+        _wait_for(lambda: r.exists(marker), "the child's get")
+    finally:
+        kill_and_reap(pid)
+    d = q.receive(timeout=DUE * 3)
+    assert d.item == "job" and d.deliveries == 2
+    d.ack()
+    assert r.exists(q.keys.meta) == 0
