@@ -156,8 +156,8 @@ class _Roles:
                 pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
             pipe.exists(k.held(consumer))
         replies = backend.call("look at the holders", pipe.execute)
-        if backend.call("EXISTS", backend.client().exists, k.delayed):
-            return "wait"  # delayed items: they enter when due
+        if backend.call("EXISTS", backend.client().exists, k.delayed, k.utube):
+            return "wait"  # delayed items (they enter when due), or items behind a utube key
         here = identity.hostname()
         for i, (_, record) in enumerate(others):
             n_inbox, wake_inbox, n_inflight, wake_inflight, held = replies[5 * i:5 * i + 5]

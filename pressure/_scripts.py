@@ -179,7 +179,7 @@ class DrainStatus(IntEnum):
 DRAIN = QueueScript(
     "drain",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
-               k.tasks_done, k.discarded, k.all_tasks_done, k.delayed),
+               k.tasks_done, k.discarded, k.all_tasks_done, k.delayed, k.utube),
     ("client_id",), DrainStatus)
 
 

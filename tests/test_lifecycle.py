@@ -629,3 +629,27 @@ def test_a_consumer_killed_holding_an_item_with_a_ttr_loses_nothing(url: str, r:
     assert d.item == "job" and d.deliveries == 2
     d.ack()
     assert r.exists(q.keys.meta) == 0
+
+
+def test_utube_a_closed_queue_waits_for_the_items_behind_a_key(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utclose", reliable=True)
+    q.put_many(["k0", "k1"], key="k")
+    q.close()
+    d = q.receive(block=False)
+    with pytest.raises(pressure.Empty):  # not ShutDown: k1 waits behind k0
+        q.receive(block=False)
+    d.ack()
+    q.receive(block=False).ack()
+    with pytest.raises(pressure.ShutDown):
+        q.receive(block=False)
+
+
+def test_utube_immediate_shutdown_discards_the_items_behind_keys(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utimm", reliable=True)
+    q.put_many(["k0", "k1", "k2"], key="k")
+    d = q.receive(block=False)
+    q.shutdown(immediate=True)
+    assert q.statistics().discarded_messages == 2
+    assert r.exists(q.keys.utube, f"{q.keys.utube}:k") == 0
+    d.ack()
+    assert r.exists(q.keys.utube) == 0

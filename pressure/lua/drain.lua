@@ -10,18 +10,22 @@
 -- KEYS[8] - :pressure:discarded
 -- KEYS[9] - :pressure:all_tasks_done (stream that wakes join())
 -- KEYS[10] - :pressure:delayed (delayed items: discarded too)
+-- KEYS[11] - :pressure:utube (the items waiting behind each utube key, in '<KEYS[11]>:<key>':
+--            discarded too)
 -- ARGV[1] - client identifier
 -- return the number of items discarded, -2 if the consumer role is held by
 -- another client, -4 if the queue does not exist
 local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
 local consumer, not_full, produced_messages = KEYS[4], KEYS[5], KEYS[6]
 local tasks_done, discarded, all_tasks_done = KEYS[7], KEYS[8], KEYS[9]
-local delayed = KEYS[10]
+local delayed, utube = KEYS[10], KEYS[11]
 local client_id = ARGV[1]
 if redis.call('EXISTS', bound_key) == 0 then return -4 end
 local n = items_len(items_key)  -- read first: a wrong type fails before any write
 local waiting = 0
 if redis.call('EXISTS', delayed) == 1 then waiting = redis.call('ZCARD', delayed) end
+local utube_keys = redis.call('HKEYS', utube)
+for _, key in ipairs(utube_keys) do waiting = waiting + redis.call('LLEN', utube .. ':' .. key) end
 local produced = counter(produced_messages)
 local done = counter(tasks_done)
 counter(discarded)
@@ -31,6 +35,9 @@ redis.call('SET', consumer, client_id)
 n = n + waiting
 if n > 0 then
   redis.call('DEL', items_key, delayed)
+  for _, key in ipairs(utube_keys) do redis.call('DEL', utube .. ':' .. key) end
+  -- what is left of each key is its current item, if a consumer holds it (its ack ends the key)
+  redis.call('DEL', utube)
   redis.call('INCRBY', discarded, n)
   local drop = math.min(n, math.max(produced - done, 0))
   if drop > 0 then

@@ -27,8 +27,8 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- A closed queue is drained only when its list is empty, no delayed item waits and no
--- other consumer holds an item that may come back (in its inbox, in flight or in a held batch):
+-- A closed queue is drained only when its list is empty, no delayed item and no item behind
+-- a utube key waits, and no other consumer holds an item that may come back (in its inbox, in flight or in a held batch):
 -- until then a get answers -8, and waits like one on an open, empty queue.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :bound
@@ -298,7 +298,7 @@ end
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
 if len == 0 and redis.call('EXISTS', closed) == 1 then
-  if waiting == 0 and not others_hold() then
+  if waiting == 0 and redis.call('EXISTS', utube) == 0 and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
   end
