@@ -221,7 +221,7 @@ class PutStatus(IntEnum):
 PUT = QueueScript(
     "put",
     lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed, k.meta, k.utube),
+               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed),
     ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms", "meta"), PutStatus,
     more_argv="items")
 
@@ -249,7 +249,7 @@ GET = QueueScript(
     "get",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
                k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed,
-               k.meta, k.counts, k.dead, k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube),
+               k.meta),
     ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
     call_keys=("inbox", "inflight", "held"), more_argv="received or count")
 
@@ -262,7 +262,7 @@ class AckStatus(IntEnum):
     NO_QUEUE = -4
 
 
-ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta, k.counts, k.base, k.utube, k.waiter, k.lease),
+ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta),
                   ("delivery", "task_done"), AckStatus,
                   call_keys=("inflight",))
 

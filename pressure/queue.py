@@ -654,8 +654,12 @@ class Queue(Reliability[T]):
         _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
                                                      mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        calls = {"put": pm, "take": cm + counts.get("returned", 0) + counts.get("kick", 0),
-                 **{name: counts.get(name, 0) for name in ("ack", "release", "bury", "kick", "delete")}}
+        # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
+        # acknowledged (in the default mode and by a spec client, as the get returned it)
+        take = cm + counts.get("returned", 0) + counts.get("kick", 0)
+        ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
+        calls = {"put": pm, "take": take, "ack": max(ack, 0),
+                 **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
         return QueueStatistics(
             name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,

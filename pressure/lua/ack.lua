@@ -5,14 +5,12 @@
 -- KEYS[2] - :stats:produced_messages
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
--- KEYS[5] - :pressure:meta (an acknowledged item's ttl and ttr go with it; lib.lua meta_of)
--- KEYS[6] - :pressure:counts (lifecycle counters: 'ack', deliveries acknowledged)
--- KEYS[7] - the items (a list; a sorted set for LIFO and priority queues)
--- KEYS[8] - :pressure:utube (an acknowledged item's key lets its next item in; lib.lua utube_done)
--- KEYS[9] - :pressure:waiter (woken when a key's next item comes in; its inbox is named as
---           this key's name with 'waiter' replaced by 'inbox:' and the waiter's identifier)
--- KEYS[10] - :pressure:lease (names the waiter while its lease runs)
--- KEYS[11] - the consumer's in-flight list (:pressure:inflight:<id>)
+-- KEYS[5] - :pressure:meta (an acknowledged item's ttl, ttr and utube key go with it; lib.lua
+--           meta_of). For an item of a utube key, these are used too, named from it (lib.lua
+--           sibling_key): :pressure:utube (its key's next item comes in: lib.lua utube_done),
+--           the items <base> (KEYS[5] without ':pressure:meta'), and :pressure:waiter,
+--           :pressure:lease and :pressure:inbox:<waiter> (the waiter is woken)
+-- KEYS[6] - the consumer's in-flight list (:pressure:inflight:<id>)
 -- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none; '*'
 --           acknowledges everything the consumer holds, in one step: never with task_done)
 -- ARGV[2] - '1' to also mark a task done; '2' the same, only if the delivery was still in
@@ -22,9 +20,7 @@
 -- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
 -- called too many times) or -4 (no queue) or 0 without task_done}
 local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
-local all_tasks_done, meta, counts_key = KEYS[4], KEYS[5], KEYS[6]
-local items_key, utube, waiter_key = KEYS[7], KEYS[8], KEYS[9]
-local lease_key, inflight = KEYS[10], KEYS[11]
+local all_tasks_done, meta, inflight = KEYS[4], KEYS[5], KEYS[6]
 local delivery, task_done = ARGV[1], ARGV[2]
 
 -- the item of an entry is done: its ttl, ttr and key go, and its key's next item comes in
@@ -34,9 +30,9 @@ local function done_with(entry)
   local m = meta_of(meta, item)
   redis.call('HDEL', meta, redis.sha1hex(item))
   if m and m.key then
-    utube_done(utube, m, items_key, items_push_all)
-    nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key),
-                 string.sub(waiter_key, 1, -7) .. 'inbox:')
+    utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), items_push_all)
+    nudge_waiter(redis.call('GET', sibling_key(meta, 'meta', 'waiter')),
+                 redis.call('GET', sibling_key(meta, 'meta', 'lease')), sibling_key(meta, 'meta', 'inbox:'))
   end
 end
 
@@ -46,7 +42,6 @@ if delivery == '*' then
     for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do done_with(entry) end
   end
   redis.call('DEL', inflight)
-  if held > 0 then redis.call('HINCRBY', counts_key, 'ack', held) end
   return {held, 0}
 end
 local acked = 0
@@ -56,7 +51,6 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
     if string.sub(entry, 1, #prefix) == prefix then
       redis.call('LREM', inflight, 1, entry)
       if redis.call('EXISTS', meta) == 1 then done_with(entry) end
-      redis.call('HINCRBY', counts_key, 'ack', 1)
       acked = 1
       break
     end

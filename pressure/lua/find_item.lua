@@ -12,7 +12,8 @@
 -- KEYS[3]  - :pressure:dead
 -- KEYS[4]  - :pressure:consumers (names the consumers' lists)
 -- KEYS[5]  - :pressure:meta (the item's ttl and ttr: removed with it)
--- KEYS[6]  - :pressure:counts (lifecycle counters: 'delete')
+-- KEYS[6]  - :pressure:counts (lifecycle counters: 'delete', and 'delete_taken' for those a
+--            consumer held)
 -- KEYS[7]  - :bound
 -- KEYS[8]  - :not_full
 -- KEYS[9]  - :stats:produced_messages
@@ -63,6 +64,7 @@ for _, id in ipairs(redis.call('HKEYS', consumers)) do
         if deleting then
           redis.call('LREM', key, 1, entry)
           deleted(item, false)
+          redis.call('HINCRBY', counts_key, 'delete_taken', 1)
         end
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
       end

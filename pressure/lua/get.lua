@@ -46,19 +46,18 @@
 -- KEYS[13] - :pressure:delivery_seq
 -- KEYS[14] - :pressure:delayed (delayed items by due time: those due move into the items
 --            first, as far as the bound allows; see lib.lua move_due)
--- KEYS[15] - :pressure:meta (ttl and ttr of items put with them; see lib.lua meta_of): an
---            item taken past its ttl is dropped (or dead-lettered) and the next one taken
--- KEYS[16] - :pressure:counts (lifecycle counters: 'expired')
--- KEYS[17] - :pressure:dead (dead-letter list: expired items put with 'd')
--- KEYS[18] - :stats:produced_messages
--- KEYS[19] - :pressure:tasks_done (an expired item dropped counts as done, as a discarded one)
--- KEYS[20] - :pressure:all_tasks_done (stream that wakes join())
--- KEYS[21] - :pressure:utube (an item of a utube key that expires, or that a default-mode
---            get takes, lets its key's next item in; lib.lua utube_done)
--- KEYS[22] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[23] - this client's in-flight list (:pressure:inflight:<id>)
--- KEYS[24] - this client's held batch (:pressure:held:<id>)
---            (KEYS[22..24] end with ARGV[1]: what comes before it is the prefix of
+-- KEYS[15] - :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of):
+--            an item taken past its ttl is dropped (or dead-lettered) and the next one taken.
+--            Only then are these used, named from it (lib.lua sibling_key):
+--            :pressure:counts ('expired'), :pressure:dead (expired items put with 'd'),
+--            :pressure:tasks_done and :pressure:all_tasks_done (an expired item dropped
+--            counts as done, as a discarded one), <KEYS[1]>:stats:produced_messages, and
+--            :pressure:utube (an item of a utube key that expires, or that a default-mode get
+--            takes, lets its key's next item in; lib.lua utube_done)
+-- KEYS[16] - this client's inbox (:pressure:inbox:<id>)
+-- KEYS[17] - this client's in-flight list (:pressure:inflight:<id>)
+-- KEYS[18] - this client's held batch (:pressure:held:<id>)
+--            (KEYS[16..18] end with ARGV[1]: what comes before it is the prefix of
 --            every consumer's list of that kind)
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
@@ -102,9 +101,8 @@ local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
 local consumed_messages, consumed_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
 local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
-local meta, counts_key, dead_letters = KEYS[15], KEYS[16], KEYS[17]
-local produced_messages, tasks_done, all_tasks_done = KEYS[18], KEYS[19], KEYS[20]
-local utube, inbox, inflight, held = KEYS[21], KEYS[22], KEYS[23], KEYS[24]
+local meta, inbox, inflight = KEYS[15], KEYS[16], KEYS[17]
+local held = KEYS[18]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
@@ -253,6 +251,7 @@ end
 -- (counted as done, as a discarded item) or moved to the dead letters (seq 'expired'), and
 -- counted in :pressure:counts 'expired'. A default-mode get takes its field along: the item
 -- is never acknowledged.
+local utube = sibling_key(meta, 'meta', 'utube')
 local function expire(item, now)
   local m = meta_of(meta, item)
   if not m then return false end
@@ -265,11 +264,13 @@ local function expire(item, now)
   end
   redis.call('HDEL', meta, redis.sha1hex(item))
   utube_done(utube, m, items_key, items_push_all)
-  redis.call('HINCRBY', counts_key, 'expired', 1)
+  redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', 1)
   if m.dead then
-    redis.call('LPUSH', dead_letters, 'expired:0:' .. now .. ':' .. item)
+    redis.call('LPUSH', sibling_key(meta, 'meta', 'dead'), 'expired:0:' .. now .. ':' .. item)
   else
-    local produced = counter(produced_messages)
+    local tasks_done = sibling_key(meta, 'meta', 'tasks_done')
+    local all_tasks_done = sibling_key(meta, 'meta', 'all_tasks_done')
+    local produced = counter(items_key .. ':stats:produced_messages')
     if counter(tasks_done) < produced then
       if redis.call('INCR', tasks_done) >= produced then
         redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)

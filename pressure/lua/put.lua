@@ -21,9 +21,10 @@
 -- KEYS[12] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua
 --            move_due): due ones move into the items first, as far as the bound allows.
 --            Delayed items count against the bound here, as queued ones do
--- KEYS[13] - :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of)
--- KEYS[14] - :pressure:utube (items per utube key; the items waiting behind a key's current
---            one in the list '<KEYS[14]>:<key>'; see lib.lua utube_done)
+--            Named from it (lib.lua sibling_key), used only by puts with ARGV[8]:
+--            :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of)
+--            and :pressure:utube (items per utube key; the items waiting behind a key's
+--            current one in the list '<:pressure:utube>:<key>'; lib.lua utube_done)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -36,7 +37,7 @@
 --           in :stats:produced_* at once (so join() waits for them), not in the list
 -- ARGV[8] - ttl, ttr and utube key: '' (none), or '<ttl ms>|<ttr ms>|<d>|<key>' (any part
 --           may be empty; 'd': dead-letter the item when it expires, else drop it): written to
---           KEYS[13] for every item, the ttl counted from when it is due (a delay extends it).
+--           :pressure:meta for every item, the ttl counted from when it is due (a delay extends it).
 --           With a key (FIFO queues, no delay), an item enters the queue only when it is its
 --           key's only one; else it waits behind the others in its key's list
 -- ARGV[9..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
@@ -57,7 +58,11 @@ local lease_key, delivery_seq, delayed = KEYS[10], KEYS[11], KEYS[12]
 local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
-local meta, meta_arg, utube = KEYS[13], ARGV[8], KEYS[14]
+local meta_arg = ARGV[8]
+local meta, utube = nil, nil
+if meta_arg ~= '' then
+  meta, utube = sibling_key(delayed, 'delayed', 'meta'), sibling_key(delayed, 'delayed', 'utube')
+end
 local utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
 local raw = redis.call('GET', bound_key)
 if not raw then return -4 end

@@ -33,8 +33,9 @@
 -- KEYS[14] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua)
 -- KEYS[15] - :pressure:meta ('sweep': an item's ttr replaces its consumer's visibility
 --            timeout; see lib.lua meta_of)
--- KEYS[16] - :pressure:counts (lifecycle counters: 'release', 'bury', and 'returned': items
---            requeued, each of which left :stats:consumed_messages)
+-- KEYS[16] - :pressure:counts (lifecycle counters: 'release', 'bury', 'returned' (items
+--            requeued, each of which left :stats:consumed_messages) and 'dead' (delivered
+--            items dead-lettered, buried ones included))
 -- KEYS[17] - :pressure:utube (a dead-lettered item of a utube key lets its key's next item
 --            in; lib.lua utube_done)
 -- ARGV[1] - 'release', 'recover' or 'sweep'
@@ -159,6 +160,7 @@ end
 local function upkeep()
   -- items given back leave :stats:consumed_messages: counted here, so takes can be told
   if requeued > 0 then redis.call('HINCRBY', counts_key, 'returned', requeued) end
+  if dead > 0 then redis.call('HINCRBY', counts_key, 'dead', dead) end
   if requeued > 0 and delay == 0 then
     nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
   end
