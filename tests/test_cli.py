@@ -468,3 +468,18 @@ def test_metrics_say_when_redis_is_down() -> None:
     out = _run([sys.executable, "-m", "pressure", "--url", "redis://127.0.0.1:1/0", "--prefix", "x",
                 "serve-metrics", "--once"])
     assert out.returncode == 0 and _samples(out.stdout) == {'pressure_up{prefix="x"}': 0.0}
+
+
+def test_stat_shows_the_tasks_by_state(cli: Run, queues: Callable[..., pressure.Queue[Any]]) -> None:
+    """The task lifecycle's figures (README, Task lifecycle), as tarantool/queue names them."""
+    q = queues("life", 0)
+    q.put(1, delay=60)
+    q.put(2)
+    out = cli("stat", "life", "--interval", "0", "--json")
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert figures["tasks"] == {"total": 2, "ready": 1, "taken": 0, "delayed": 1, "buried": 0, "done": 0,
+                                "expired": 0}
+    assert figures["calls"]["put"] == 2 and figures["calls"]["take"] == 0
+    text = cli("stat", "life", "--interval", "0").stdout
+    assert "total 2, ready 1, taken 0, delayed 1" in text and "put 2, take 0" in text
