@@ -653,3 +653,31 @@ def test_utube_immediate_shutdown_discards_the_items_behind_keys(make_queue: Any
     assert r.exists(q.keys.utube, f"{q.keys.utube}:k") == 0
     d.ack()
     assert r.exists(q.keys.utube) == 0
+
+
+# -- on a Redis Cluster: the lifecycle's keys share the queue's slot -------------------------
+
+@pytest.mark.slow
+def test_the_lifecycle_on_a_cluster(prefix: str) -> None:
+    """The scripts name some lifecycle keys from the ones they declare (lib.lua sibling_key),
+    and utube lists from :pressure:utube: all in the slot of the queue's hash tag."""
+    from pressure.testing import ClusterTopology
+
+    with ClusterTopology() as cluster:
+        for tag in ("{a}", "{b}", "{c}"):
+            q: pressure.Queue[str] = pressure.Queue(f"life{tag}", url=cluster.url, prefix=prefix, reliable=True)
+            q.put("later", delay=0.05, ttl=60, ttr=60)
+            q.put_many(["k0", "k1"], key="k")
+            q.put("gone", ttl=0.001)
+            time.sleep(0.1)
+            got = []
+            for _ in range(3):
+                d = q.receive(timeout=DUE)
+                got.append(d.item)
+                d.ack()
+            assert sorted(got) == ["k0", "k1", "later"] and q.statistics().expired == 1
+            q.put("b")
+            d2 = q.receive(timeout=DUE)
+            assert d2.bury() and q.peek_item(d2.task_id) is not None and q.delete_item(d2.task_id)
+            q.delete()
+            q.disconnect()
