@@ -681,3 +681,28 @@ def test_the_lifecycle_on_a_cluster(prefix: str) -> None:
             assert d2.bury() and q.peek_item(d2.task_id) is not None and q.delete_item(d2.task_id)
             q.delete()
             q.disconnect()
+
+
+def test_aio_dead_letters_an_unreadable_item_through_the_lifecycle_scripts(make_queue: Any, url: str,
+                                                                           r: redis.Redis) -> None:
+    """pressure.aio builds requeue.lua's call from its binding (it had the KEYS and ARGV of
+    before the lifecycle hard-coded, which the new ones broke)."""
+    import asyncio
+
+    from pressure.aio import AsyncQueue
+
+    q = make_queue("aiodead", serializer="bytes")
+    q.put(b"not json")
+    q.put(b"1")
+
+    async def main() -> Any:
+        aq: AsyncQueue[Any] = AsyncQueue("aiodead", url=url, prefix=q.prefix, serializer="json")
+        try:
+            with pytest.raises(pressure.DeserializationError):
+                await aq.get(timeout=DUE)  # dead-lettered (requeue.lua), as a sync get does
+            return await aq.get(timeout=DUE)
+        finally:
+            await aq.disconnect()
+
+    assert asyncio.run(main()) == 1
+    assert [d.payload for d in q.dead_letters()] == [b"not json"]

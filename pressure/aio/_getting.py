@@ -25,6 +25,7 @@ from .._records import (
     _parse_entry,
 )
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
+from .._scripts import REQUEUE
 from .._validate import _TIMEOUT_MESSAGE, Options
 from ..connection import PackedScript, _script_sha, pack_command
 from ..errors import DeserializationError, PressureError, ProtocolError, ShutDown
@@ -213,10 +214,8 @@ class _Getting(Generic[T]):
 
     async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
         k = self._keys
-        await self._link.run("requeue" + self._variant, (
-            k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
-            k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full),
-            (mode, k.inbox_prefix, k.inflight_prefix, "1", consumer, which, "", k.held_prefix))
+        await self._link.run("requeue" + self._variant, REQUEUE.keys(k), REQUEUE.check(
+            (mode, k.inbox_prefix, k.inflight_prefix, "1", consumer, which, "", k.held_prefix, "", "")))
 
     async def _receive(self, block: bool, wait: float | None) -> list[T]:
         """One item, in hand (marked received, its drop posted)."""
