@@ -26,11 +26,11 @@ from .._records import (
 )
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options
-from ..connection import PackedScript, _script_sha, pack_command
+from ..connection import PackedScript, _script_sha, pack_command, refused_for_now
 from ..errors import DeserializationError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Empty
-from ._link import _Link
+from ._link import _FIRST_PAUSE, _LAST_PAUSE, _Link, _Rerouted
 
 if TYPE_CHECKING:
     from ._queue import AsyncQueue
@@ -56,6 +56,8 @@ class _Conn:
         self.conn: Any = None
         self.redis_id: int | None = None
         self.unread = 0
+        #: the _Link.generation it was made in (on a cluster: a new master means a new connection)
+        self.generation = 0
         #: the exchange in progress, if any (a clean-up waits for it to end)
         self.pending: asyncio.Task[Any] | None = None
 
@@ -159,10 +161,37 @@ class _Getting(Generic[T]):
         return cast("list[Any]", await self._link.shielded_task(task))
 
     async def _exchange_once(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
+        """``_exchange_one``; on a Redis Cluster, sent again to the slot's new master while a
+        node that no longer serves it refuses every command (none ran), for up to the
+        socket timeout."""
+        link = self._link
+        deadline = None
+        pause = _FIRST_PAUSE
+        while True:
+            try:
+                out = await self._exchange_one(data, replies, script)
+                if not (out and all(refused_for_now(r) for r in out) and link.reroute(out[0])):
+                    return out
+                error = cast(redis.RedisError, out[0])
+            except _Rerouted as rerouted:  # not sent
+                error = rerouted.error
+            now = asyncio.get_running_loop().time()
+            deadline = now + link.refused_for if deadline is None else deadline
+            if now >= deadline:
+                link.errors.raise_error(error, "script get", False)
+            await asyncio.sleep(min(pause, deadline - now))
+            pause = min(2 * pause, _LAST_PAUSE)
+
+    async def _exchange_one(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
         link, c = self._link, self._conn
+        await link.ensure_owner()
+        if c.conn is not None and c.generation != link.generation:  # the slot moved: a new master
+            await c.conn.disconnect()
+            c.conn, c.unread = None, 0
         if c.conn is None:
             pool = link.client().connection_pool
             c.conn = pool.connection_class(**pool.connection_kwargs)
+            c.generation = link.generation
         conn = c.conn
         if c.unread and conn.is_connected:
             try:

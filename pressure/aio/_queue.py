@@ -128,7 +128,11 @@ class AsyncQueue(_Getting[T]):
             k.produced_bytes, k.waiter, k.lease, k.delivery_seq), 0, 6)
         self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
         self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
+        # on a Redis Cluster: every command to the master of the queue's slot (ValueError now
+        # if the name has no hash tag, as for the sync handles)
+        self._link.route(k.base, f"queue {name!r}")
         sync = Backend(config)  # the rare recovery steps, in a thread (see the module's docstring)
+        sync.route(k.base, f"queue {name!r}")
         self._roles = _Roles(sync, k, name, self._options,
                              lambda script, keys, args, mutating=True: sync.run(
                                  script + self._variant, keys, args, mutating=mutating))
