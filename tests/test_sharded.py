@@ -388,3 +388,13 @@ def test_a_shard_master_failed_over_under_traffic(prefix: str, chaos_figures: li
     chaos_figures.append(f"sharded queue, a shard's master killed: {traffic.summary()}")
     assert traffic.acked and not traffic.lost(), traffic.summary()
     assert len(traffic.duplicated()) <= len(traffic.unsure) + traffic.unsure_acks, traffic.summary()
+
+
+@pytest.mark.slow
+def test_the_sharded_bench_runs_on_a_cluster_of_its_own() -> None:
+    from pressure.bench.sharded import print_sharded_report, run_sharded
+
+    cells = run_sharded(200, 100, 1, (1, 3), (1, 10))
+    assert [(c.batch, c.shards) for c in cells] == [(1, 0), (1, 1), (1, 3), (10, 0), (10, 1), (10, 3)]
+    assert all(c.error is None and c.msgs_per_s and len(c.node_cpu) == 3 for c in cells), cells
+    print_sharded_report(cells, 1, 2)
