@@ -140,9 +140,10 @@ class ShardedQueue(Generic[T]):
             raise TypeError(f"queue name must be a str, not {type(name).__name__}")
         if not name:
             raise ValueError("queue name must not be empty")
-        options["prefix"] = prefix = resolve_prefix(options.get("prefix"))
-        for what, text in (("name", name), ("prefix", prefix)):
-            if "{" in text or "}" in text:
+        if options.get("prefix") is None:
+            options["prefix"] = resolve_prefix(None)  # PRESSURE_PREFIX is checked too
+        for what, text in (("name", name), ("prefix", options["prefix"])):
+            if isinstance(text, str) and ("{" in text or "}" in text):
                 raise ValueError(
                     f"a sharded queue's {what} must not hold '{{' or '}}' ({text!r}): each shard's name "
                     f"ends in a hash tag of its own, which places it on its slot of a Redis Cluster")

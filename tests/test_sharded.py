@@ -74,6 +74,7 @@ def _silent_url() -> tuple[socket.socket, str]:
     (("jobs",), {"shards": True}, TypeError),
     (("{jobs}",), {"shards": 3}, ValueError),
     (("jobs",), {"shards": 3, "prefix": "{app}"}, ValueError),
+    (("jobs",), {"shards": 3, "prefix": ""}, ValueError),
     ((b"jobs",), {"shards": 3}, TypeError),
     (("",), {"shards": 3}, ValueError),
     (("jobs", "10"), {"shards": 3}, TypeError),
@@ -92,6 +93,12 @@ def test_bad_arguments_are_refused_before_any_round_trip(args: Any, kw: dict[str
             sock.accept()  # nobody connected
     finally:
         sock.close()
+
+
+def test_a_hash_tag_in_the_environments_prefix_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRESSURE_PREFIX", "{app}")
+    with pytest.raises(ValueError, match="prefix must not hold"):
+        pressure.ShardedQueue("jobs", shards=2, url="redis://127.0.0.1:1/0")
 
 
 def test_a_bad_key_or_timeout_leaves_the_queue_unchanged(url: str, prefix: str) -> None:
