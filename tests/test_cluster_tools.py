@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,5 +160,35 @@ def test_an_async_queue_follows_its_slot_to_another_master(prefix: str) -> None:
                 await q.put(10)
                 assert await q.get_many(10, timeout=5) == list(range(5, 11))
                 assert q._link._owner is not None and q._link._owner[1] == target.port
+
+        asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_an_async_queue_finds_the_promoted_replica_after_its_master_is_killed(prefix: str) -> None:
+    with ClusterTopology(replicas=1) as topo:
+        name = "{k}"
+
+        async def main() -> None:
+            async with AsyncQueue(name, url=topo.url, prefix=prefix) as q:
+                await q.put("before")
+                assert await q.get(timeout=5) == "before"
+                old = topo.master_of(f"{prefix}:{name}")
+                promoted = topo.kill_master(old)
+                deadline = time.monotonic() + 60
+                while True:  # a call may fail while the cluster has no master for the slot
+                    try:
+                        await q.put("after")
+                        break
+                    except pressure.PressureError:
+                        assert time.monotonic() < deadline
+                        await asyncio.sleep(0.2)
+                got = []
+                while "after" not in got:
+                    try:
+                        got.append(await q.get(timeout=5))
+                    except pressure.PressureError:
+                        assert time.monotonic() < deadline
+                assert q._link._owner is not None and q._link._owner[1] == promoted.port
 
         asyncio.run(main())
