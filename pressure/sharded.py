@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from . import serializers
 from ._validate import _TIMEOUT_MESSAGE, _count, _maxsize_value, _seconds, _timeout_value
 from .cluster import key_slot
 from .errors import Empty, Full, QueueDoesNotExist, ShutDown
@@ -151,6 +152,8 @@ class ShardedQueue(Generic[T]):
         if maxsize is not None:
             _maxsize_value(maxsize)
         self._slice = _seconds("wait_slice", wait_slice)
+        #: put_many checks every item with it before its first round trip (see there)
+        self._serializer = serializers.resolve(options.get("serializer", "pickle"))
         self._name = name
         self._queues: tuple[Queue[T], ...] = tuple(
             Queue(shard, maxsize, create=create, **options) for shard in shard_names(name, count))
@@ -164,10 +167,12 @@ class ShardedQueue(Generic[T]):
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"name": self._name, "slice": self._slice, "queues": self._queues}
+        return {"name": self._name, "slice": self._slice, "queues": self._queues,
+                "serializer": self._serializer}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._name, self._slice, self._queues = state["name"], state["slice"], state["queues"]
+        self._serializer = state["serializer"]
         self._init_local()
 
     def __repr__(self) -> str:
@@ -272,7 +277,8 @@ class ShardedQueue(Generic[T]):
         shards to ones with room, waiting (in slices, on one shard after another) while
         every shard is full. Items that go into one shard keep their order there. If every
         shard stays full (``timeout`` covers the whole call) or one is shut down, Full or
-        ShutDown is raised with ``items_put``: how many of the items (the first ones) went in."""
+        ShutDown is raised with ``items_put``: how many of the items (the first ones) went in.
+        An item that cannot be serialized raises SerializationError before anything is put."""
         items = items if isinstance(items, (list, tuple)) else list(items)
         if key is not None:
             self._queues[self.shard_for(key)].put_many(items, block, timeout)
@@ -280,6 +286,8 @@ class ShardedQueue(Generic[T]):
         wait = _timeout_value(timeout) if block else None
         if wait is not None and wait < 0:
             raise ValueError(_TIMEOUT_MESSAGE)
+        for item in items[_CHUNK:]:  # (the first chunk's are checked by its put_many)
+            serializers.dumps(self._serializer, item)  # SerializationError: nothing is put
         deadline = None if wait is None else time.monotonic() + wait
         order, n = self._order(), len(self._queues)
         done = turn = fruitless = 0  # items in; shards tried; tries in a row that put none

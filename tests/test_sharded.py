@@ -405,3 +405,11 @@ def test_the_sharded_bench_runs_on_a_cluster_of_its_own() -> None:
     assert [(c.batch, c.shards) for c in cells] == [(1, 0), (1, 1), (1, 3), (10, 0), (10, 1), (10, 3)]
     assert all(c.error is None and c.msgs_per_s and len(c.node_cpu) == 3 for c in cells), cells
     print_sharded_report(cells, 1, 2)
+
+
+def test_put_many_puts_nothing_if_an_item_cannot_be_serialized(url: str, prefix: str) -> None:
+    q = _sharded(url, prefix, shards=3)
+    items: list[Any] = [*range(2500), threading.Lock()]  # the bad one in the third chunk
+    with pytest.raises(pressure.SerializationError):
+        q.put_many(items)
+    assert q.qsize() == 0
