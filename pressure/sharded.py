@@ -248,9 +248,10 @@ class ShardedQueue(Generic[T]):
                 pass
             except ShutDown as exc:
                 shut = exc
-                live.remove(index)
+                live.remove(index)  # the next one moves up: waited on next time
                 if not live:
                     raise
+                continue
             live = live[1:] + live[:1]  # wait on the next shard next time
 
     # -- put ------------------------------------------------------------------------

@@ -413,3 +413,16 @@ def test_put_many_puts_nothing_if_an_item_cannot_be_serialized(url: str, prefix:
     with pytest.raises(pressure.SerializationError):
         q.put_many(items)
     assert q.qsize() == 0
+
+
+def test_a_get_goes_on_waiting_on_open_shards_when_one_is_closed(url: str, prefix: str) -> None:
+    q = _sharded(url, prefix, shards=3, wait_slice=0.05)
+    q.shard(1).close()  # one shard closed (a close interrupted half way): the others still serve
+    with pytest.raises(pressure.Empty):
+        q.get(timeout=0.3)
+    key = next(f"k{i}" for i in range(100) if q.shard_for(f"k{i}") == 2)
+    threading.Timer(0.3, lambda: q.put("late", key=key)).start()
+    assert q.get(timeout=30) == "late"
+    q.close()
+    with pytest.raises(pressure.ShutDown):
+        q.get(timeout=5)
