@@ -192,3 +192,19 @@ def test_an_async_queue_finds_the_promoted_replica_after_its_master_is_killed(pr
                 assert q._link._owner is not None and q._link._owner[1] == promoted.port
 
         asyncio.run(main())
+
+
+def test_an_async_queue_takes_an_async_cluster_client(cluster: ClusterTopology, prefix: str) -> None:
+    import redis.asyncio.cluster
+
+    async def main() -> None:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.masters_at_start[0].port)
+        for tag in TAGS:
+            async with AsyncQueue(f"r{tag}", connection=client, prefix=prefix) as q:
+                await q.put("x")
+                assert await q.get(timeout=5) == "x"
+                assert q._link._owner is not None
+                assert q._link._owner[1] == cluster.master_of(f"{prefix}:r{tag}").port
+        await client.aclose()
+
+    asyncio.run(main())

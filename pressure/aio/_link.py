@@ -22,8 +22,10 @@ from typing import Any, TypeVar, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.connection
 
+from ..cluster import settings_of_cluster
 from ..errors import BackendError
 from ..connection import (
     BLOCK_SLICE,
@@ -51,8 +53,16 @@ _CLASSES: tuple[tuple[type[Any], type[Any]], ...] = (
 _FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
 
 
-def config_of_client(client: redis.asyncio.Redis) -> ConnectionConfig:
-    """The ConnectionConfig (sync classes) of the server an asyncio client connects to."""
+def config_of_client(client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster) -> ConnectionConfig:
+    """The ConnectionConfig (sync classes) of the server an asyncio client connects to; of a
+    ``RedisCluster``: its nodes and connection options (the handle makes its own
+    connections to its slot's master, as a sync handle does)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        settings, connection_class, options = settings_of_cluster(client)
+        for sync_class, async_cls in _CLASSES:
+            if issubclass(connection_class, async_cls):
+                return ConnectionConfig(sync_class, options, cluster=settings, origin="connection=")
+        raise ValueError(f"pressure.aio does not support {connection_class.__name__} connections")
     pool = client.connection_pool
     for sync_class, async_class in _CLASSES:
         if issubclass(pool.connection_class, async_class):
@@ -60,7 +70,7 @@ def config_of_client(client: redis.asyncio.Redis) -> ConnectionConfig:
                       if isinstance(v, (str, int, float, bool, bytes, type(None)))}
             return ConnectionConfig(sync_class, tuple(sorted(kwargs.items())))
     raise ValueError(f"pressure.aio does not support {pool.connection_class.__name__} connections "
-                     f"(Sentinel and cluster clients are not supported)")
+                     f"(Sentinel clients are not supported)")
 
 
 def async_class(config: ConnectionConfig) -> type[Any]:
@@ -76,9 +86,11 @@ def async_class(config: ConnectionConfig) -> type[Any]:
 class _Link:
     """One asyncio handle's connections to its server."""
 
-    def __init__(self, config: ConnectionConfig, client: redis.asyncio.Redis | None = None) -> None:
+    def __init__(self, config: ConnectionConfig,
+                 client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | None = None) -> None:
         self.config = config
-        self._given = client
+        # on a cluster, the handle connects to its slot's master itself (with the client's options)
+        self._given = client if isinstance(client, redis.asyncio.Redis) and config.cluster is None else None
         self._client: redis.asyncio.Redis | None = None
         #: translates errors as the sync client does; it never connects
         self.errors = Backend(config)

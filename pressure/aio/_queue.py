@@ -84,7 +84,7 @@ class AsyncQueue(_Getting[T]):
         maxsize: int | None = None,
         *,
         url: str | None = None,
-        connection: redis.asyncio.Redis | None = None,
+        connection: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
