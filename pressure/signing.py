@@ -115,7 +115,7 @@ def warn_unsigned_pickle(config: Any) -> None:
         _warned.add(config.url)
     logger.warning("queues on %s use the pickle serializer without an authkey: whoever can write "
                    "their keys can run code in this process. Pass authkey= (or set PRESSURE_AUTHKEY), "
-                   "or use a data-only serializer ('json', 'msgpack', 'bytes')", config.url)
+                   "or use a data-only serializer ('json', 'orjson', 'msgpack', 'bytes')", config.url)
 
 
 class Signer:
