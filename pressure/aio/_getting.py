@@ -6,6 +6,7 @@ methods named at the end of the declarations."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import redis
 
-from .. import serializers
+from .. import _log, serializers
 from .._records import (
     _BUSY,
     _DELIVERED,
@@ -27,7 +28,7 @@ from .._records import (
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options
 from ..connection import PackedScript, _script_sha, pack_command
-from ..errors import DeserializationError, PressureError, ProtocolError, ShutDown
+from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Empty
 from ._link import _Link
@@ -208,8 +209,12 @@ class _Getting(Generic[T]):
         seq, _, _, payload = _parse_entry(entry)
         return seq, cast("T", serializers.loads(self._serializer, self._unwrap(payload)))
 
-    async def _dead_letter(self, seq: str) -> None:
+    async def _dead_letter(self, seq: str, exc: DeserializationError) -> None:
         await self._roles_run_requeue("release", self._cid, seq)
+        bad = isinstance(exc, IntegrityError)
+        _log.event(_log.QUEUE, logging.WARNING if bad else logging.ERROR, "dead_letter",
+                   "queue %r: %s (moved to the dead-letter list)", self._name, exc, queue=self._name, key=self._keys.base, count=1,
+                   reason="bad_signature" if bad else "undeserializable")
 
     async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
         k = self._keys
@@ -226,9 +231,9 @@ class _Getting(Generic[T]):
             seq = _parse_entry(entry)[0]
             try:
                 _, item = self._load(entry)
-            except DeserializationError:
+            except DeserializationError as exc:
                 self._dirty = False
-                await self._dead_letter(seq)  # never loads with this serializer: not lost
+                await self._dead_letter(seq, exc)  # never loads with this serializer: not lost
                 self._received = []
                 raise
             self._received = [seq]
@@ -244,9 +249,9 @@ class _Getting(Generic[T]):
             seq = _parse_entry(entry)[0]
             try:
                 _, first = self._load(entry)
-            except DeserializationError:
+            except DeserializationError as exc:
                 self._dirty = False
-                await self._dead_letter(seq)
+                await self._dead_letter(seq, exc)
                 self._received = []
                 raise
             items, received = [first], [seq]

@@ -17,6 +17,7 @@ Error replies and failures are translated exactly as the sync client translates 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.connection
 
+from .. import _log
 from ..connection import (
     BLOCK_SLICE,
     PASSWORD_ENV,
@@ -200,6 +202,9 @@ class _Link:
             now = asyncio.get_running_loop().time()
             if deadline is None:
                 deadline = now + self.refused_for
+                _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): sent "
+                           "again for up to %g s", what, self.config.url, reply, self.refused_for,
+                           server=self.config.url, command=what, error=str(reply))
             if now >= deadline:
                 self.errors.raise_error(reply, what, False)
             await asyncio.sleep(min(pause, deadline - now))
