@@ -454,3 +454,26 @@ def test_reliable_cancelled_get_leaves_the_deliveries_held_in_flight(url: str, p
 def test_reliable_options_are_checked_before_any_round_trip(kw: dict[str, Any]) -> None:
     with pytest.raises((ValueError, TypeError)):
         AsyncQueue("q", url="redis://127.0.0.1:1/0", reliable=True, **kw)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_get_many_dead_letters_an_item_that_cannot_be_loaded_and_returns_the_others(
+        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """As the sync get_many: the bad item goes to the dead-letter list (it used to raise the
+    serializer's own error, and in the default mode to lose the batch's other items)."""
+    sync = _sync(url, prefix, serializer="json", reliable=reliable)
+    sync.put("a")
+    r.lpush(sync.keys.base, b"not json")
+    sync.put("c")
+
+    async def main() -> list[str]:
+        async with AsyncQueue[str]("q", url=url, prefix=prefix, serializer="json", reliable=reliable) as q:
+            got = await q.get_many(3)
+            for _ in got:
+                await q.task_done()
+            return got
+
+    assert asyncio.run(main()) == ["a", "c"]
+    assert [d.payload for d in sync.dead_letters()] == [b"not json"]
+    assert sync.in_flight() == [] and sync.qsize() == 0
+    sync.disconnect()
