@@ -171,8 +171,8 @@ class _Consumer(Generic[T]):
             raise
         if deliveries > 1:
             _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
-                       "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base, delivery=seq,
-                       deliveries=deliveries, consumer=cid)
+                       "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base,
+                       delivery=seq, deliveries=deliveries, consumer=cid)
         return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue)
 
     def log_dead_letter(self, exc: DeserializationError) -> None:

@@ -112,11 +112,13 @@ class _Roles:
         if result[0] > 0:
             _log.event(_log.QUEUE, logging.WARNING, "requeue",
                        "queue %r: requeued %d deliveries whose visibility timeout or lease passed",
-                       self.name, result[0], queue=self.name, key=self.keys.base, count=result[0], reason="expired")
+                       self.name, result[0], queue=self.name, key=self.keys.base, count=result[0],
+                       reason="expired")
         if result[1] > 0:
             _log.event(_log.QUEUE, logging.WARNING, "dead_letter",
                        "queue %r: dead-lettered %d expired deliveries (delivered max_deliveries times)",
-                       self.name, result[1], queue=self.name, key=self.keys.base, count=result[1], reason="max_deliveries")
+                       self.name, result[1], queue=self.name, key=self.keys.base, count=result[1],
+                       reason="max_deliveries")
         records = result[2:]
         for i in range(0, len(records), 2):
             self.recover_if_dead(records[i].decode(errors="replace"), records[i + 1].decode(errors="replace"))
@@ -135,7 +137,8 @@ class _Roles:
             _log.event(_log.QUEUE, logging.WARNING, "consumer_recovered",
                        "queue %r: consumer %s (%s) is dead: its role and %d deliveries taken back "
                        "(%d dead-lettered)", self.name, consumer, record, requeued, dead,
-                       queue=self.name, key=self.keys.base, consumer=consumer, record=record, count=requeued, dead=dead)
+                       queue=self.name, key=self.keys.base, consumer=consumer, record=record, count=requeued,
+                       dead=dead)
         return bool(requeued >= 0)
 
     def recover_holders(self, cid: str) -> str:
@@ -207,5 +210,6 @@ class _Roles:
                         RESTORE.check((holder,))) == RestoreStatus.RESTORED:
                 _log.event(_log.QUEUE, logging.WARNING, "role_restored",
                            "queue %r: %s was held by dead client %s: token restored",
-                           self.name, free_key, holder, queue=self.name, key=self.keys.base, role=free_key, holder=holder)
+                           self.name, free_key, holder, queue=self.name, key=self.keys.base, role=free_key,
+                           holder=holder)
             self.suspects.pop(free_key, None)

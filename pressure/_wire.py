@@ -285,7 +285,8 @@ class Wire:
                 if deadline is None:
                     deadline = now + self.refused_for
                     _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): "
-                               "sent again for up to %g s", what, self.config.url, later.error, self.refused_for,
+                               "sent again for up to %g s", what, self.config.url, later.error,
+                               self.refused_for,
                                server=self.config.url, command=what, error=str(later.error))
                 if now >= deadline:
                     raise BackendError(f"{what} on {self.config.url} did not run: the server refused it "

@@ -307,5 +307,6 @@ class Reliability(Generic[T]):
                 recovered.append(consumer.decode(errors="replace"))
         if reset or recovered:
             _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: reset %s, recovered %s",
-                       self._name, reset, recovered, queue=self._name, key=self._keys.base, reset=reset, recovered=recovered)
+                       self._name, reset, recovered, queue=self._name, key=self._keys.base, reset=reset,
+                       recovered=recovered)
         return RepairReport(reset, recovered)

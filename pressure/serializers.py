@@ -21,7 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .errors import DeserializationError, SerializationError
 
-__all__ = ["Serializer", "PickleSerializer", "JsonSerializer", "OrjsonSerializer", "MsgpackSerializer", "BytesSerializer", "resolve"]
+__all__ = ["Serializer", "PickleSerializer", "JsonSerializer", "OrjsonSerializer", "MsgpackSerializer",
+           "BytesSerializer", "resolve"]
 
 
 @runtime_checkable

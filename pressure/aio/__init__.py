@@ -22,8 +22,8 @@ methods on ``asyncio.Queue``), and ``maxsize`` is a coroutine method. ``Empty`` 
 ``task_done()`` (or ``await delivery.ack()`` of an ``AsyncDelivery`` from ``receive()``).
 
 Not supported here (use the sync handles): ``durability``, Sentinel URLs, anonymous queues,
-``statistics()``, ``delete()`` and the inspection, dead-letter and repair calls. ``import pressure`` never imports this
-package (nor ``redis.asyncio``).
+``statistics()``, ``delete()`` and the inspection, dead-letter and repair calls.
+``import pressure`` never imports this package (nor ``redis.asyncio``).
 """
 
 from __future__ import annotations

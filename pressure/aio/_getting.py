@@ -217,8 +217,8 @@ class _Getting(Generic[T]):
         await self._roles_run_requeue("release", self._cid, seq)
         bad = isinstance(exc, IntegrityError)
         _log.event(_log.QUEUE, logging.WARNING if bad else logging.ERROR, "dead_letter",
-                   "queue %r: %s (moved to the dead-letter list)", self._name, exc, queue=self._name, key=self._keys.base, count=1,
-                   reason="bad_signature" if bad else "undeserializable")
+                   "queue %r: %s (moved to the dead-letter list)", self._name, exc, queue=self._name,
+                   key=self._keys.base, count=1, reason="bad_signature" if bad else "undeserializable")
 
     async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
         k = self._keys

@@ -153,7 +153,8 @@ class _Settling(Generic[T]):
                 if isinstance(exc.__cause__, redis.TimeoutError):
                     raise
                 try:
-                    _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
+                    _,
+                    unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
             self._forget(delivery)

@@ -326,7 +326,8 @@ class _Core:
                             return
         except BaseException as exc:
             _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the result thread "
-                       "failed", self._name, exc_info=True, executor=self._name, prefix=self._prefix, thread="result")
+                       "failed", self._name, exc_info=True, executor=self._name, prefix=self._prefix,
+                       thread="result")
             self._break(f"the result thread failed: {exc!r}")
         finally:
             self._cleanup(patience=self._outage_limit)
@@ -412,7 +413,8 @@ class _Core:
             answer = CANCEL.call(self._backend, CANCEL.keys(self._keys), (task_id,))
         except PressureError as exc:
             _log.event(logger, logging.WARNING, "cancel_failed", "pressure executor %r: cannot cancel task %s: "
-                       "%s", self._name, task_id, exc, executor=self._name, prefix=self._prefix, task=task_id, error=str(exc))
+                       "%s", self._name, task_id, exc, executor=self._name, prefix=self._prefix, task=task_id,
+                       error=str(exc))
             return None
         if answer != CancelStatus.CANCELLED:
             return None if answer == CancelStatus.NOT_MARKED else False

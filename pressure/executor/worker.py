@@ -214,7 +214,8 @@ class _Worker:
                         replies, self.done = self.done, []  # finished before it: not held back
                 if waiting:
                     _log.event(logger, logging.DEBUG, "requeue", "worker %s: %d held tasks given back (behind "
-                               "a long task)", self.id, len(waiting), queue=self.keys.tasks, key=self.tasks.keys.base, executor=self.where.name, prefix=self.where.prefix,
+                               "a long task)", self.id, len(waiting), queue=self.keys.tasks,
+                               key=self.tasks.keys.base, executor=self.where.name, prefix=self.where.prefix,
                                worker=self.id, count=len(waiting), reason="given_back")
                 self.give_back(waiting)
                 self.finish_batch(replies, forget=False)
@@ -274,8 +275,8 @@ class _Worker:
                 self.link.bury(delivery)
                 _log.event(logger, logging.ERROR, "dead_letter", "worker %s: an item of the task queue %r is "
                            "not a task (moved to its dead-letter list): %.200r", self.id, self.keys.tasks, task,
-                           queue=self.keys.tasks, key=self.tasks.keys.base, executor=self.where.name, prefix=self.where.prefix, worker=self.id, count=1,
-                           reason="not_a_task")
+                           queue=self.keys.tasks, key=self.tasks.keys.base, executor=self.where.name,
+                           prefix=self.where.prefix, worker=self.id, count=1, reason="not_a_task")
                 return None
             return delivery, self.backend.script(self.claim_command, (
                 self.consumer, delivery.id, task.id, task.max_attempts, self.tasks.keys.inflight_prefix))
@@ -291,8 +292,8 @@ class _Worker:
         if decision == ClaimStatus.GIVE_UP:
             _log.event(logger, logging.WARNING, "task_given_up", "executor %r: task %s was started %d "
                        "times and its worker died each time: not run again (WorkerLost)", self.where.name,
-                       task.id, task.max_attempts, executor=self.where.name, prefix=self.where.prefix, task=task.id,
-                       attempts=task.max_attempts, worker=self.id)
+                       task.id, task.max_attempts, executor=self.where.name, prefix=self.where.prefix,
+                       task=task.id, attempts=task.max_attempts, worker=self.id)
             lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
                               f"died each time (max_attempts={task.max_attempts}): not run again")
             return pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
@@ -378,7 +379,8 @@ class _Worker:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
         _log.event(logger, logging.INFO, "worker_start", "worker %s started (executor %r, pid %d)", self.id,
-                   self.where.name, os.getpid(), executor=self.where.name, prefix=self.where.prefix, worker=self.id, pid=os.getpid())
+                   self.where.name, os.getpid(), executor=self.where.name, prefix=self.where.prefix,
+                   worker=self.id, pid=os.getpid())
         complaint = Complaint(logger, f"worker {self.id}")
         try:
             while not self.stop():
@@ -424,8 +426,8 @@ class _Worker:
             for queue in self.replies.values():
                 queue.disconnect()
             _log.event(logger, logging.INFO, "worker_stop", "worker %s stopped (executor %r)", self.id,
-                       self.where.name, executor=self.where.name, prefix=self.where.prefix, worker=self.id, pid=os.getpid(),
-                       given_back=len(held))
+                       self.where.name, executor=self.where.name, prefix=self.where.prefix, worker=self.id,
+                       pid=os.getpid(), given_back=len(held))
 
 
 def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
@@ -574,8 +576,8 @@ class WorkerPool:
     def start(self) -> WorkerPool:
         self.procs = [self._spawn() for _ in range(self.processes)]
         _log.event(logger, logging.INFO, "pool_start", "%d workers for executor %r started", self.processes,
-                   self.where.name, executor=self.where.name, prefix=self.where.prefix, processes=self.processes,
-                   pids=[proc.pid for proc in self.procs])
+                   self.where.name, executor=self.where.name, prefix=self.where.prefix,
+                   processes=self.processes, pids=[proc.pid for proc in self.procs])
         return self
 
     def check(self) -> int:
@@ -585,8 +587,8 @@ class WorkerPool:
         for i, proc in enumerate(self.procs):
             if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stopping.value:
                 _log.event(logger, logging.WARNING, "worker_lost", "worker process %s died (exit code %s): "
-                           "starting another", proc.pid, proc.exitcode, executor=self.where.name, prefix=self.where.prefix, pid=proc.pid,
-                           exitcode=proc.exitcode)
+                           "starting another", proc.pid, proc.exitcode, executor=self.where.name,
+                           prefix=self.where.prefix, pid=proc.pid, exitcode=proc.exitcode)
                 self.procs[i] = self._spawn()
                 replaced += 1
         return replaced
@@ -601,8 +603,8 @@ class WorkerPool:
             for proc in self.procs:
                 proc.join(timeout)
         _log.event(logger, logging.INFO, "pool_stop", "workers for executor %r told to stop%s", self.where.name,
-                   " (and stopped)" if wait else "", executor=self.where.name, prefix=self.where.prefix, processes=len(self.procs),
-                   alive=self.alive())
+                   " (and stopped)" if wait else "", executor=self.where.name, prefix=self.where.prefix,
+                   processes=len(self.procs), alive=self.alive())
 
     def __enter__(self) -> WorkerPool:
         return self.start()

@@ -148,8 +148,8 @@ class BatchReader(DataSourceReader):
                             raise
                         link.bury(d)
                         _log.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (moved to the "
-                                   "dead-letter list)", opts.name, exc, queue=opts.name, prefix=opts.prefix, count=1,
-                                   reason="undecodable_row")
+                                   "dead-letter list)", opts.name, exc, queue=opts.name, prefix=opts.prefix,
+                                   count=1, reason="undecodable_row")
                         continue
                     yield row
                 if time.monotonic() - last_touch > touch_every:

@@ -118,8 +118,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         raise
                     log.bury(entry.number)
                     _events.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (copied to the "
-                               "dead-letter list)", self._opts.name, exc, queue=self._opts.name, prefix=self._opts.prefix, count=1,
-                               reason="undecodable_row")
+                               "dead-letter list)", self._opts.name, exc, queue=self._opts.name,
+                               prefix=self._opts.prefix, count=1, reason="undecodable_row")
                     continue
                 yield row
         finally:
