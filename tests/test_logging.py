@@ -274,3 +274,30 @@ def test_a_worker_process_lost_is_logged(url: str, prefix: str, caplog: pytest.L
     assert start.processes == 1 and lost.pid == victim.pid  # type: ignore[attr-defined]
     assert lost.exitcode == -signal.SIGKILL and lost.executor == "lost"  # type: ignore[attr-defined]
     assert stop.levelno == logging.INFO
+
+
+def test_async_dead_letters_and_redeliveries_are_logged(url: str, prefix: str, r: redis.Redis,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    from pressure.aio import AsyncQueue
+
+    async def main() -> None:
+        async with AsyncQueue[str]("aq", url=url, prefix=prefix, serializer="json", reliable=True) as q:
+            await q.put("a")
+            await (await q.receive()).release()
+            again = await q.receive()
+            await again.ack()
+            await r_lpush()
+            with pytest.raises(pressure.DeserializationError):
+                await q.get(timeout=5)
+
+    async def r_lpush() -> None:
+        r.lpush(pressure.keys.QueueKeys.build(prefix, "aq").base, b"not json")
+
+    with caplog.at_level(logging.INFO, logger="pressure"):
+        asyncio.run(main())
+    (redelivery,) = _events(caplog, "redelivery")
+    (dead,) = _events(caplog, "dead_letter")
+    assert redelivery.deliveries == 2 and redelivery.queue == "aq"  # type: ignore[attr-defined]
+    assert dead.reason == "undeserializable" and dead.key == f"{prefix}:aq"  # type: ignore[attr-defined]

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
+from .. import _log
 from .._records import _parse_entry
 from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
 from .._validate import Options
@@ -78,6 +80,7 @@ class _Settling(Generic[T]):
     """Settling deliveries: a base class of ``AsyncQueue`` (its state is the handle's)."""
 
     _link: _Link
+    _name: str
     _keys: QueueKeys
     _options: Options
     _variant: str
@@ -90,6 +93,10 @@ class _Settling(Generic[T]):
 
     def _delivery(self, entry: bytes, item: T) -> AsyncDelivery[T]:
         seq, deliveries, ms, _ = _parse_entry(entry)
+        if deliveries > 1:
+            _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                       "(delivery %d)", self._name, seq, deliveries, queue=self._name, key=self._keys.base,
+                       delivery=seq, deliveries=deliveries, consumer=self._cid)
         return AsyncDelivery(item, seq, deliveries, ms / 1000, self._cid, self)
 
     def _hold(self, deliveries: list[AsyncDelivery[T]], track: bool) -> None:
