@@ -477,3 +477,28 @@ def test_get_many_dead_letters_an_item_that_cannot_be_loaded_and_returns_the_oth
     assert [d.payload for d in sync.dead_letters()] == [b"not json"]
     assert sync.in_flight() == [] and sync.qsize() == 0
     sync.disconnect()
+
+
+@pytest.mark.parametrize(("cls", "sync_cls"), [(AsyncLifoQueue, pressure.LifoQueue),
+                                               (AsyncPriorityQueue, pressure.PriorityQueue)])
+def test_reliable_lifo_and_priority_share_deliveries_with_sync_handles(
+        url: str, prefix: str, r: redis.Redis, cls: type[AsyncQueue[int]], sync_cls: Any) -> None:
+    sync = sync_cls("q", url=url, prefix=prefix, reliable=True)
+    sync.put_many([1, 3, 2])
+    first = 2 if cls is AsyncLifoQueue else 1
+
+    async def main() -> None:
+        async with cls("q", url=url, prefix=prefix, reliable=True) as q:
+            d = await q.receive()
+            assert d.item == first and await d.touch()
+            assert await d.release()  # back to the head: next out again
+            assert await q.get() == first
+            assert len(sync.in_flight()) == 1
+            await q.task_done()
+
+    asyncio.run(main())
+    rest = [sync.get(timeout=5), sync.get(timeout=5)]
+    sync.task_done()
+    sync.task_done()
+    assert sorted([first, *rest]) == [1, 2, 3] and sync.in_flight() == [] and sync.unfinished_tasks == 0
+    sync.disconnect()

@@ -71,9 +71,10 @@ class AsyncDelivery(Generic[T]):
     async def touch(self) -> bool:
         """Restart this delivery's visibility timeout (while processing takes longer than
         it). False if it was already acknowledged or requeued."""
-        keys = self._queue._keys
-        return bool(await self._queue._link.run(
-            TOUCH.name, (keys.inflight(self.consumer),), TOUCH.check((self.id,))))
+        queue = self._queue
+        await queue.open()
+        return bool(await queue._link.run(TOUCH.name + queue._variant, (queue._keys.inflight(self.consumer),),
+                                          TOUCH.check((self.id,))))
 
 
 class _Settling(Generic[T]):
