@@ -502,3 +502,34 @@ def test_reliable_lifo_and_priority_share_deliveries_with_sync_handles(
     sync.task_done()
     assert sorted([first, *rest]) == [1, 2, 3] and sync.in_flight() == [] and sync.unfinished_tasks == 0
     sync.disconnect()
+
+
+def test_reliable_async_consumer_killed_its_deliveries_come_back_at_once(url: str, prefix: str,
+                                                                          r: redis.Redis) -> None:
+    """SIGKILLed holding unacknowledged deliveries (a long visibility timeout), an async
+    consumer's items are taken back as soon as a client on its host sees its pid gone."""
+    sync = _sync(url, prefix, reliable=True, visibility_timeout=300)
+    sync.put_many([1, 2])
+    code = (
+        "import asyncio, sys, time\n"
+        "from pressure.aio import AsyncQueue\n"
+        "async def main():\n"
+        f"    q = AsyncQueue('q', url={url!r}, prefix={prefix!r}, reliable=True, visibility_timeout=300)\n"
+        "    print(await q.get_many(2), flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "[1, 2]"
+        assert len(sync.in_flight()) == 2
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+    got = [sync.receive(timeout=10) for _ in range(2)]
+    assert [(d.item, d.deliveries) for d in got] == [(1, 2), (2, 2)]
+    for d in got:
+        d.ack()
+    assert sync.in_flight() == []
+    sync.disconnect()
+    _check(r, url, prefix)
