@@ -301,3 +301,40 @@ def test_async_dead_letters_and_redeliveries_are_logged(url: str, prefix: str, r
     (dead,) = _events(caplog, "dead_letter")
     assert redelivery.deliveries == 2 and redelivery.queue == "aq"  # type: ignore[attr-defined]
     assert dead.reason == "undeserializable" and dead.key == f"{prefix}:aq"  # type: ignore[attr-defined]
+
+
+# -- every call site --------------------------------------------------------------------
+
+def _event_calls() -> list[tuple[str, str, list[str]]]:
+    """(module, event name, field names) of every ``*.event(...)`` call in the package."""
+    import ast
+    from pathlib import Path
+
+    root = Path(pressure.__file__).resolve().parent
+    calls = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "event"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in ("_log", "_events")):
+                name = node.args[2]
+                assert isinstance(name, ast.Constant), f"{path}:{node.lineno}: the event name is not a literal"
+                fields = [kw.arg for kw in node.keywords if kw.arg not in ("exc_info", "limit")]
+                calls.append((f"{path.name}:{node.lineno}", name.value, [f for f in fields if f]))
+    return calls
+
+
+def test_no_field_overwrites_a_log_record_attribute_and_every_event_is_documented() -> None:
+    """A field named as a LogRecord attribute ('thread', 'process', 'name'...) makes
+    logging raise KeyError where the record is made: in an error path, the worst place."""
+    from pathlib import Path
+
+    reserved = set(vars(logging.LogRecord("n", logging.INFO, "p", 1, "m", (), None))) | {"message", "asctime"}
+    readme = (Path(pressure.__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Logging"):readme.index("## Exceptions")]
+    calls = _event_calls()
+    assert len(calls) > 30
+    for where, name, fields in calls:
+        assert not set(fields) & reserved, f"{where}: {set(fields) & reserved}"
+        assert f"`{name}`" in section, f"{where}: event {name!r} is not in README's Logging section"
+        for field in fields:
+            assert f"`{field}`" in section, f"{where}: field {field!r} of {name!r} is not documented"

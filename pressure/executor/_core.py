@@ -327,7 +327,7 @@ class _Core:
         except BaseException as exc:
             _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the result thread "
                        "failed", self._name, exc_info=True, executor=self._name, prefix=self._prefix,
-                       thread="result")
+                       part="result thread")
             self._break(f"the result thread failed: {exc!r}")
         finally:
             self._cleanup(patience=self._outage_limit)

@@ -138,7 +138,7 @@ class _Sender:
             self._send_all()
         except BaseException as exc:
             _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the sender thread "
-                       "failed", self._name, exc_info=True, executor=self._name, thread="sender")
+                       "failed", self._name, exc_info=True, executor=self._name, part="sender thread")
             self._broken(f"the sender thread failed: {exc!r}")
 
     def _send_all(self) -> None:
