@@ -26,7 +26,7 @@ from .._records import (
     _parse_entry,
 )
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
-from .._validate import _TIMEOUT_MESSAGE, Options
+from .._validate import _TIMEOUT_MESSAGE, Options, _timeout_value
 from ..connection import PackedScript, _script_sha, pack_command
 from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
@@ -93,6 +93,20 @@ class _Getting(Generic[T]):
     _delivery: Callable[[bytes, Any], AsyncDelivery[T]]
     _received_ids: Callable[[list[str]], list[str]]
     _hold: Callable[[list[AsyncDelivery[T]], bool], None]
+
+    async def receive(self, block: bool = True, timeout: float | None = None) -> AsyncDelivery[T]:
+        """As ``get()``, but return the AsyncDelivery, to acknowledge (``await d.ack()``) or
+        release explicitly, in any order (reliable mode; in the default mode it is
+        acknowledged at once, as ``pressure.Queue.receive``'s). ``task_done()`` never
+        acknowledges it. Cancellation-safe as ``get``."""
+        return await self._receive_one(block, timeout, False)
+
+    async def _receive_one(self, block: bool, timeout: float | None, track: bool) -> AsyncDelivery[T]:
+        wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            await self._refuse_negative_timeout()
+        deliveries = await self._consume(lambda: self._receive(block, wait, track))
+        return cast("AsyncDelivery[T]", deliveries[0])
 
     async def _refuse_negative_timeout(self) -> None:
         _, length, _, closed = await self._info()

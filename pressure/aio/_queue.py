@@ -34,7 +34,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import redis
 
@@ -354,20 +354,6 @@ class AsyncQueue(_Getting[T], _Settling[T]):
         ``asyncio.wait_for``), it loses nothing and leaves no waiter behind: an item it was
         handed goes back to this handle's inbox, for its next get."""
         return (await self._receive_one(block, timeout, True)).item
-
-    async def receive(self, block: bool = True, timeout: float | None = None) -> AsyncDelivery[T]:
-        """As ``get()``, but return the AsyncDelivery, to acknowledge (``await d.ack()``) or
-        release explicitly, in any order (reliable mode; in the default mode it is
-        acknowledged at once, as ``pressure.Queue.receive``'s). ``task_done()`` never
-        acknowledges it. Cancellation-safe as ``get``."""
-        return await self._receive_one(block, timeout, False)
-
-    async def _receive_one(self, block: bool, timeout: float | None, track: bool) -> AsyncDelivery[T]:
-        wait = _timeout_value(timeout) if block else None
-        if wait is not None and wait < 0:
-            await self._refuse_negative_timeout()
-        deliveries = await self._consume(lambda: self._receive(block, wait, track))
-        return cast("AsyncDelivery[T]", deliveries[0])
 
     async def get_nowait(self) -> T:
         """Remove and return an item queued now, else raise Empty (a round trip: awaitable)."""
