@@ -338,3 +338,17 @@ def test_no_field_overwrites_a_log_record_attribute_and_every_event_is_documente
         assert f"`{name}`" in section, f"{where}: event {name!r} is not in README's Logging section"
         for field in fields:
             assert f"`{field}`" in section, f"{where}: field {field!r} of {name!r} is not documented"
+
+
+def test_an_outage_and_its_end_are_logged_with_their_counts(caplog: pytest.LogCaptureFixture) -> None:
+    from pressure.outage import Complaint
+
+    complaint = Complaint(_log.WORKER, "worker w", first=1000.0)
+    with caplog.at_level(logging.WARNING, logger="pressure"):
+        for _ in range(3):
+            complaint.failed(pressure.BackendError("unreachable"))
+        complaint.succeeded()
+    (outage,) = _events(caplog, "outage")  # spaced out by the complaint itself: once here
+    (over,) = _events(caplog, "outage_over")
+    assert (outage.what, outage.failures, outage.error) == ("worker w", 1, "unreachable")  # type: ignore[attr-defined]
+    assert over.failures == 3 and over.name == "pressure.executor.worker"  # type: ignore[attr-defined]
