@@ -8,6 +8,7 @@ refused for now, and redis-py's errors turned into pressure's typed errors.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -23,8 +24,8 @@ import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import _log, identity
 from . import cluster as _cluster
-from . import identity
 from .config import SOCKET_TIMEOUT, ConnectionConfig
 from .errors import (
     AuthenticationError,
@@ -318,6 +319,10 @@ class Wire:
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.refused_for
+                    _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): "
+                               "sent again for up to %g s", what, self.config.url, later.error,
+                               self.refused_for,
+                               server=self.config.url, command=what, error=str(later.error))
                 if now >= deadline:
                     raise BackendError(f"{what} on {self.config.url} did not run: the server refused it "
                                        f"for {self.refused_for:g} s: {later.error}") from later.error

@@ -17,6 +17,7 @@ Error replies and failures are translated exactly as the sync client translates 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
@@ -25,6 +26,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.connection
 
+from .. import _log
 from ..cluster import settings_of_cluster
 from ..errors import BackendError
 from ..connection import (
@@ -264,6 +266,9 @@ class _Link:
             now = asyncio.get_running_loop().time()
             if deadline is None:
                 deadline = now + self.refused_for
+                _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): sent "
+                           "again for up to %g s", what, self.config.url, reply, self.refused_for,
+                           server=self.config.url, command=what, error=str(reply))
             if now >= deadline:
                 self.errors.raise_error(reply, what, False)
             await asyncio.sleep(min(pause, deadline - now))
