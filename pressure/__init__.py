@@ -35,6 +35,8 @@ from .ordered import LifoQueue as LifoQueue
 from .ordered import PriorityQueue as PriorityQueue
 from .queue import Queue as Queue
 from .queue import QueueStatistics as QueueStatistics
+from .sharded import ShardedQueue as ShardedQueue
+from .sharded import ShardedStatistics as ShardedStatistics
 from .simple import SimpleQueue as SimpleQueue
 
 __version__ = "0.1.0"
@@ -44,6 +46,8 @@ __all__ = [
     "LifoQueue",
     "PriorityQueue",
     "SimpleQueue",
+    "ShardedQueue",
+    "ShardedStatistics",
     "QueueStatistics",
     "QueueKeys",
     "PressureError",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 import redis
 
-from . import identity, serializers
+from . import _log, identity, serializers
 from ._records import _batch_header, _parse_entry
 from ._roles import CONSUMER, MIN_WAIT
 from ._scripts import GET, GetStatus
@@ -44,8 +44,6 @@ from .reliable import Delivery
 
 if TYPE_CHECKING:
     from .queue import Queue
-
-logger = logging.getLogger("pressure")
 
 T = TypeVar("T")
 
@@ -132,8 +130,7 @@ class _Consumer(Generic[T]):
             entry = self.block(cid, wait) if block else self.nowait(cid)
             try:
                 delivery = self.delivery(cid, entry)
-            except IntegrityError as exc:  # never loaded: dead-lettered; wait for the next item
-                logger.warning("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+            except IntegrityError:  # never loaded: dead-lettered (and logged); wait for the next item
                 self.last_received[cid] = []
                 if deadline is not None:
                     wait = max(0.0, deadline - time.monotonic())
@@ -168,11 +165,23 @@ class _Consumer(Generic[T]):
         payload = self.unwrap(payload)
         try:
             item = serializers.loads(self.serializer, payload)
-        except DeserializationError:
+        except DeserializationError as exc:
             # it will never load with this serializer: to the dead-letter list, not lost
             self.dead_letter(cid, seq)
+            self.log_dead_letter(exc)
             raise
+        if deliveries > 1:
+            _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                       "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base,
+                       delivery=seq, deliveries=deliveries, consumer=cid)
         return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
+
+    def log_dead_letter(self, exc: DeserializationError) -> None:
+        """Log an item dead-lettered because it cannot be loaded (or its signature is bad)."""
+        _log.event(_log.QUEUE, logging.WARNING if isinstance(exc, IntegrityError) else logging.ERROR,
+                   "dead_letter", "queue %r: %s (moved to the dead-letter list)", self.name, exc,
+                   queue=self.name, key=self.keys.base, count=1,
+                   reason="bad_signature" if isinstance(exc, IntegrityError) else "undeserializable")
 
     def dead_letter(self, cid: str, seq: str) -> bool:
         """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item
@@ -338,8 +347,8 @@ class _Consumer(Generic[T]):
         for entry in entries:
             try:
                 deliveries.append(self.delivery(cid, entry))
-            except DeserializationError as exc:  # dead-lettered; the others are still ours
-                logger.error("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+            except DeserializationError:  # dead-lettered (and logged); the others are still ours
+                pass
         self.last_received[cid] = [d.id for d in deliveries]
         if self.options.reliable:
             self.unacked.extend(deliveries)
@@ -379,7 +388,7 @@ class _Consumer(Generic[T]):
                 items.append(serializers.loads(self.serializer, self.unwrap(item)))
             except DeserializationError as exc:
                 self.dead_letter(cid, str(first + i))
-                logger.error("queue %r: %s (moved to the dead-letter list)", self.name, exc)
+                self.log_dead_letter(exc)
         return items
 
     # -- stopping a wait --------------------------------------------------------------

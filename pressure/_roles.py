@@ -19,13 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import identity
+from . import _log, identity
 from ._scripts import REQUEUE, RESTORE, RestoreStatus
 from ._validate import Options
 from .connection import Backend
 from .keys import QueueKeys
-
-logger = logging.getLogger("pressure")
 
 #: The shortest server-side wait: never let a small timeout round down to 0.
 MIN_WAIT = 0.005
@@ -113,9 +111,16 @@ class _Roles:
         across all clients), and recover consumers on this host whose process is gone."""
         self.last_sweep = time.monotonic()
         result = self.requeue("sweep", every_ms=int(SWEEP_INTERVAL * 1000))
-        if result[0] > 0 or result[1] > 0:
-            logger.warning("queue %r: requeued %d expired deliveries, dead-lettered %d",
-                           self.name, result[0], result[1])
+        if result[0] > 0:
+            _log.event(_log.QUEUE, logging.WARNING, "requeue",
+                       "queue %r: requeued %d deliveries whose visibility timeout or lease passed",
+                       self.name, result[0], queue=self.name, key=self.keys.base, count=result[0],
+                       reason="expired")
+        if result[1] > 0:
+            _log.event(_log.QUEUE, logging.WARNING, "dead_letter",
+                       "queue %r: dead-lettered %d expired deliveries (delivered max_deliveries times)",
+                       self.name, result[1], queue=self.name, key=self.keys.base, count=result[1],
+                       reason="max_deliveries")
         records = result[2:]
         for i in range(0, len(records), 2):
             self.recover_if_dead(records[i].decode(errors="replace"), records[i + 1].decode(errors="replace"))
@@ -131,8 +136,11 @@ class _Roles:
             return False
         requeued, dead = self.requeue("recover", consumer, record)
         if requeued >= 0:
-            logger.warning("queue %r: consumer %s (%s) is dead: its role and %d deliveries taken "
-                           "back (%d dead-lettered)", self.name, consumer, record, requeued, dead)
+            _log.event(_log.QUEUE, logging.WARNING, "consumer_recovered",
+                       "queue %r: consumer %s (%s) is dead: its role and %d deliveries taken back "
+                       "(%d dead-lettered)", self.name, consumer, record, requeued, dead,
+                       queue=self.name, key=self.keys.base, consumer=consumer, record=record, count=requeued,
+                       dead=dead)
         return bool(requeued >= 0)
 
     def recover_holders(self, cid: str) -> str:
@@ -204,6 +212,8 @@ class _Roles:
         elif now - seen[1] >= SPEC_HOLDER_GRACE:
             if self.run(RESTORE.name, RESTORE.keys(free_key, role_key),
                         RESTORE.check((holder,))) == RestoreStatus.RESTORED:
-                logger.warning("queue %r: %s was held by dead client %s: token restored",
-                               self.name, free_key, holder)
+                _log.event(_log.QUEUE, logging.WARNING, "role_restored",
+                           "queue %r: %s was held by dead client %s: token restored",
+                           self.name, free_key, holder, queue=self.name, key=self.keys.base, role=free_key,
+                           holder=holder)
             self.suspects.pop(free_key, None)

@@ -8,6 +8,7 @@ refused for now, and redis-py's errors turned into pressure's typed errors.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -16,15 +17,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Self, TypeVar, cast
 
 import redis
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import _log, identity
 from . import cluster as _cluster
-from . import identity
 from .config import SOCKET_TIMEOUT, ConnectionConfig
 from .errors import (
     AuthenticationError,
@@ -171,6 +172,8 @@ class Wire:
         #: on a cluster: the slot of every key this wire touches (see route), and its master
         self._slot: int | None = None
         self._owner: tuple[str, int] | None = None
+        #: on a cluster: wires like this one routed to other slots (see for_slot)
+        self._siblings: dict[int, Any] = {}
         self._given_pid = os.getpid()
         self._lock = threading.Lock()
         self._pid = -1
@@ -201,6 +204,39 @@ class Wire:
                              f"slot {self._slot}: on a Redis Cluster, give them one hash tag")
         self._slot = slot
         return self
+
+    def for_slot(self, slot: int) -> Self:
+        """On a Redis Cluster: a wire like this one whose commands all go to the master of
+        ``slot`` (made once per slot, and disconnected with this one), for code that reads
+        keys of many queues (the command line's inventory). Elsewhere: this wire."""
+        if self.config.cluster is None:
+            return self
+        with self._lock:
+            sibling = self._siblings.get(slot)
+            if sibling is None:
+                sibling = self._siblings[slot] = type(self)(self.config)
+                sibling._slot = slot
+        return cast(Self, sibling)
+
+    def master_slots(self) -> list[int]:
+        """On a Redis Cluster: a slot of each master (the first it serves), asked of the
+        nodes, so that ``for_slot`` reaches every master (a SCAN of every node); BackendError
+        if no node answers. Elsewhere: []."""
+        settings = self.config.cluster
+        if settings is None:
+            return []
+        kw = self.config._kwargs()
+
+        def make(host: str, port: int) -> redis.Redis:
+            return redis.Redis(connection_pool=redis.ConnectionPool(
+                connection_class=self.config.connection_class, host=host, port=port,
+                retry=Retry(NoBackoff(), 0), **kw))
+
+        slots, problems = _cluster.master_slots(settings, make)
+        if not slots:
+            raise BackendError(f"no node of the Redis Cluster {self.config.url} answered CLUSTER SLOTS: "
+                               + "; ".join(problems))
+        return slots
 
     def _owner_of_slot(self) -> tuple[str, int]:
         """The address of the master serving this wire's slot (any node for a wire with no
@@ -283,6 +319,10 @@ class Wire:
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.refused_for
+                    _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): "
+                               "sent again for up to %g s", what, self.config.url, later.error,
+                               self.refused_for,
+                               server=self.config.url, command=what, error=str(later.error))
                 if now >= deadline:
                     raise BackendError(f"{what} on {self.config.url} did not run: the server refused it "
                                        f"for {self.refused_for:g} s: {later.error}") from later.error
@@ -514,6 +554,10 @@ class Wire:
 
     def disconnect(self) -> None:
         """Close the connections this backend opened (never a client passed in)."""
+        with self._lock:
+            siblings, self._siblings = list(self._siblings.values()), {}
+        for sibling in siblings:
+            sibling.disconnect()
         with self._lock:
             client, self._client, self._pid = self._client, None, -1
             connections = list(self._thread_connections)

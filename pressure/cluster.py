@@ -33,7 +33,7 @@ from redis.crc import key_slot as _crc_slot
 from .sentinel import parse_address
 
 __all__ = ["SCHEMES", "ClusterSettings", "SlotPool", "hash_tag", "key_slot", "placed_slot",
-           "parse_cluster_url", "settings_of_cluster", "discover_owner"]
+           "parse_cluster_url", "settings_of_cluster", "discover_owner", "master_slots"]
 
 #: The URL schemes of a Redis Cluster (the second: TLS).
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -173,6 +173,30 @@ def discover_owner(settings: ClusterSettings, slot: int,
             return owner, problems
         problems.append(f"{host}:{port}: no master serves slot {slot}")
     return None, problems
+
+
+def master_slots(settings: ClusterSettings, make: Any) -> tuple[list[int], list[str]]:
+    """A slot of each master of the cluster (the lowest it serves), from the CLUSTER SLOTS of
+    the first node that answers (``make`` as for ``discover_owner``); [] if none does, and
+    then why, one line per node."""
+    problems: list[str] = []
+    for host, port in settings.addresses:
+        client = make(host, port)
+        try:
+            ranges = client.execute_command("CLUSTER SLOTS")
+        except redis.RedisError as exc:
+            problems.append(f"{host}:{port}: {exc}")
+            continue
+        finally:
+            client.close()
+            client.connection_pool.disconnect()
+        first: dict[tuple[str, int], int] = {}
+        for (start, _), nodes in _slot_ranges(ranges):
+            if nodes:
+                master = (nodes[0][0] or host, nodes[0][1])
+                first[master] = min(start, first.get(master, start))
+        return sorted(first.values()), problems
+    return [], problems
 
 
 def _slot_ranges(reply: Any) -> list[tuple[tuple[int, int], list[tuple[str, int]]]]:

@@ -14,6 +14,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from . import _log
+
 __all__ = ["Complaint", "pause", "LOG_FORMAT"]
 
 #: The log format of pressure's command-line tools and worker processes: timestamped.
@@ -54,11 +56,14 @@ class Complaint:
         self.count += 1
         if now < self.next_at:
             return
+        # spaced out here already: not rate-limited again
         if self.count == 1:
-            self.logger.warning("%s: %s", self.what, exc)
+            _log.event(self.logger, logging.WARNING, "outage", "%s: %s", self.what, exc, limit=False,
+                       what=self.what, failures=1, seconds=0.0, error=str(exc))
         else:
-            self.logger.warning("%s: %s (%d failures in %.0f s)", self.what, exc, self.count,
-                                now - self.since)
+            _log.event(self.logger, logging.WARNING, "outage", "%s: %s (%d failures in %.0f s)", self.what, exc,
+                       self.count, now - self.since, limit=False, what=self.what, failures=self.count,
+                       seconds=now - self.since, error=str(exc))
         self.next_at = now + self.interval
         self.interval = min(self.interval * 2, self.longest)
 
@@ -66,8 +71,10 @@ class Complaint:
         """It works again: say so if the failure was reported."""
         if self.since is None:
             return
-        self.logger.warning("%s: working again after %.1f s (%d failures)", self.what,
-                            time.monotonic() - self.since, self.count)
+        seconds = time.monotonic() - self.since
+        _log.event(self.logger, logging.WARNING, "outage_over", "%s: working again after %.1f s (%d failures)",
+                   self.what, seconds, self.count, limit=False, what=self.what, failures=self.count,
+                   seconds=seconds)
         self.since = None
 
     @property

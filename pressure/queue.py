@@ -63,7 +63,7 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from . import serializers
+from . import _log, serializers
 from ._consumer import _Consumer
 from ._producer import _Producer
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
@@ -82,7 +82,6 @@ from .reliable import Delivery, Reliability
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
 
 T = TypeVar("T")
-logger = logging.getLogger("pressure")
 
 #: How long create-or-attach waits for a Delete in progress to finish.
 _CREATE_WAIT = 5.0
@@ -108,7 +107,8 @@ def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
     except QueueDoesNotExist:
         pass  # deleted already
     except PressureError as exc:
-        logger.warning("could not delete anonymous queue %r at exit: %s", queue.name, exc)
+        _log.event(_log.QUEUE, logging.WARNING, "anonymous_delete_failed", "could not delete anonymous queue "
+                   "%r at exit: %s", queue.name, exc, queue=queue.name, key=queue.keys.base, error=str(exc))
     finally:
         queue.disconnect()
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 
+from . import _log, serializers
 from ._scripts import (FIND_ITEM, JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, FindStatus, JoinCheckStatus,
                        QueueScript, RepairStatus)
-from . import serializers
 from ._records import DeadLetter, InFlight, RepairReport, TaskInfo, _held_entries, _parse_entry
 from ._validate import Options, _count, _delay_ms
 from .connection import Backend, PackedScript
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 __all__ = ["Delivery", "Reliability"]
-
-logger = logging.getLogger("pressure")
 
 T = TypeVar("T")
 
@@ -327,14 +325,22 @@ class Reliability(Generic[T]):
         """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
         queue with a fresh delivery count. Returns how many moved."""
         count = -1 if n is None else _count("n", n)
-        return int(self._call(KICK, count))
+        kicked = int(self._call(KICK, count))
+        if kicked:
+            _log.event(_log.QUEUE, logging.INFO, "kick", "queue %r: %d dead letters moved back to the queue",
+                       self._name, kicked, queue=self._name, key=self._keys.base, count=kicked)
+        return kicked
 
     def purge_dead(self) -> int:
         """Delete the dead-letter list; return how many items it held."""
         pipe = self._backend.client().pipeline(transaction=True)
         pipe.llen(self._keys.dead)
         pipe.delete(self._keys.dead)
-        return int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
+        purged = int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
+        if purged:
+            _log.event(_log.QUEUE, logging.INFO, "purge_dead", "queue %r: %d dead letters deleted",
+                       self._name, purged, queue=self._name, key=self._keys.base, count=purged)
+        return purged
 
     def repair(self) -> RepairReport:
         """Reset the queue's role tokens to the protocol invariants, for operators.
@@ -357,5 +363,7 @@ class Reliability(Generic[T]):
             if self._roles.recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
                 recovered.append(consumer.decode(errors="replace"))
         if reset or recovered:
-            logger.warning("queue %r repaired: reset %s, recovered %s", self._name, reset, recovered)
+            _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: reset %s, recovered %s",
+                       self._name, reset, recovered, queue=self._name, key=self._keys.base, reset=reset,
+                       recovered=recovered)
         return RepairReport(reset, recovered)

@@ -32,12 +32,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from . import _log
 from .errors import IntegrityError
 
 __all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id",
            "warn_unsigned_pickle"]
 
-logger = logging.getLogger("pressure")
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -113,9 +113,10 @@ def warn_unsigned_pickle(config: Any) -> None:
         if config.url in _warned:
             return
         _warned.add(config.url)
-    logger.warning("queues on %s use the pickle serializer without an authkey: whoever can write "
-                   "their keys can run code in this process. Pass authkey= (or set PRESSURE_AUTHKEY), "
-                   "or use a data-only serializer ('json', 'msgpack', 'bytes')", config.url)
+    _log.event(_log.SECURITY, logging.WARNING, "unsigned_pickle", "queues on %s use the pickle serializer "
+               "without an authkey: whoever can write their keys can run code in this process. Pass "
+               "authkey= (or set PRESSURE_AUTHKEY), or use a data-only serializer ('json', 'orjson', "
+               "'msgpack', 'bytes')", config.url, server=config.url)
 
 
 class Signer:

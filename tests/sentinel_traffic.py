@@ -94,7 +94,9 @@ def run(make_queue: Any, event: Any, *, before: float = 1.0, after: float = 3.0,
             except (pressure.PressureError, ValueError) as exc:
                 t.errors["ack " + type(exc).__name__] += 1
                 t.unsure_acks += 1
-                q._consumer.unacked.clear()  # redelivered after the visibility timeout
+                for shard in getattr(q, "_queues", (q,)):  # a ShardedQueue's shards too
+                    shard._consumer.unacked.clear()  # redelivered after the visibility timeout
+                getattr(q, "_gotten", []).clear()
         q.disconnect()
 
     threads = [threading.Thread(target=produce), threading.Thread(target=consume)]

@@ -262,3 +262,274 @@ def test_executor_bridge(url: str, prefix: str) -> None:
             return list(await asyncio.gather(*(loop.run_in_executor(executor, _square, i) for i in range(5))))
 
         assert asyncio.run(main()) == [0, 1, 4, 9, 16]
+
+
+# -- reliable mode ------------------------------------------------------------------------
+
+def test_reliable_get_stays_in_flight_until_task_done(url: str, prefix: str, r: redis.Redis) -> None:
+    sync = _sync(url, prefix, reliable=True, serializer="json")
+
+    async def main() -> None:
+        async with AsyncQueue[Any]("q", url=url, prefix=prefix, reliable=True, serializer="json") as q:
+            await q.put_many(["a", "b", "c"])
+            assert await q.get() == "a"
+            assert await q.get_many(5) == ["b", "c"]
+            flying = sync.in_flight()
+            assert sorted(f.payload for f in flying) == [b'"a"', b'"b"', b'"c"']
+            assert {f.consumer for f in flying} == {q._cid}
+            assert sync.unfinished_tasks == 3
+            for _ in range(3):
+                await q.task_done()
+            assert sync.in_flight() == [] and sync.unfinished_tasks == 0
+            await q.join()
+            with pytest.raises(ValueError):
+                await q.task_done()
+
+    asyncio.run(main())
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_reliable_deliveries_ack_release_touch_and_dead_letters(url: str, prefix: str, r: redis.Redis) -> None:
+    sync = _sync(url, prefix, reliable=True, max_deliveries=2)
+
+    async def main() -> None:
+        async with AsyncQueue[str]("q", url=url, prefix=prefix, reliable=True, max_deliveries=2) as q:
+            await q.put_many(["x", "y"])
+            x, y = await q.receive(), await q.receive()
+            assert (x.item, x.deliveries, y.item) == ("x", 1, "y")
+            assert await y.touch() and await y.ack() and not await y.ack()
+            assert await x.release()
+            again = await q.receive()
+            assert (again.item, again.deliveries) == ("x", 2)
+            assert await again.release()  # its last delivery allowed: dead-lettered
+            assert [d.payload for d in sync.dead_letters()] and await q.qsize() == 0
+            assert sync.in_flight() == []
+
+    asyncio.run(main())
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_reliable_items_of_a_vanished_async_consumer_come_back_to_a_sync_one(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """Never acknowledged, an async delivery is redelivered after its visibility timeout, to
+    any client (here a sync one), with its delivery count."""
+    async def main() -> None:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix, reliable=True, visibility_timeout=0.3) as q:
+            await q.put_many([1, 2])
+            assert await q.get_many(2) == [1, 2]
+
+    asyncio.run(main())
+    time.sleep(1.2)  # the visibility timeout and the sweep's once-a-second limit pass
+    sync = _sync(url, prefix, reliable=True)
+    got = [sync.receive(timeout=5) for _ in range(2)]
+    assert [(d.item, d.deliveries) for d in got] == [(1, 2), (2, 2)]
+    for d in got:
+        d.ack()
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+@pytest.mark.slow
+def test_reliable_cancelled_gets_lose_nothing_beside_sync_consumers(url: str, prefix: str, r: redis.Redis) -> None:
+    """Reliable async gets cancelled at random points, a sync reliable consumer on the same
+    queue, a sync producer: every item is got and acknowledged exactly once; nothing is left
+    in flight, and no waiter."""
+    n = 300
+    rng = random.Random(5)
+    sync_got: list[int] = []
+
+    def sync_consumer() -> None:
+        q = _sync(url, prefix, reliable=True)
+        try:
+            while True:
+                try:
+                    item = q.get(timeout=0.5)
+                except pressure.Empty:
+                    continue
+                except pressure.ShutDown:
+                    return
+                sync_got.append(item)
+                q.task_done()
+        finally:
+            q.disconnect()
+
+    async def main() -> list[int]:
+        got: list[int] = []
+        loop = asyncio.get_running_loop()
+        producer = _sync(url, prefix, reliable=True)
+        consumer_thread = loop.run_in_executor(None, sync_consumer)
+
+        def produce() -> None:
+            for i in range(n):
+                producer.put(i)
+                time.sleep(rng.random() * 0.004)
+
+        producing = loop.run_in_executor(None, produce)
+        async with AsyncQueue[int]("q", url=url, prefix=prefix, reliable=True) as q:
+            cancelled = 0
+            while len(got) + len(sync_got) < n:
+                getter = asyncio.create_task(q.get(timeout=0.5) if rng.random() < 0.7 else q.get_many(3, timeout=0.5))
+                await asyncio.sleep(rng.random() * 0.003)
+                if rng.random() < 0.5 and getter.cancel():
+                    cancelled += 1
+                try:
+                    value = await getter
+                except (asyncio.CancelledError, Empty):
+                    continue
+                values = value if isinstance(value, list) else [value]
+                got.extend(values)
+                for _ in values:
+                    await q.task_done()
+            assert cancelled > 50
+            await producing
+            producer.close()
+            await consumer_thread
+            await q.join()
+        producer.disconnect()
+        return got
+
+    got = asyncio.run(main())
+    assert sorted(got + sync_got) == list(range(n)), "an item was lost or got twice"
+    sync = _sync(url, prefix, reliable=True)
+    assert sync.in_flight() == [] and sync.unfinished_tasks == 0
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_reliable_task_done_cancelled_still_acknowledges_once(url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[int]("q", url=url, prefix=prefix, reliable=True) as q:
+            await q.put_many([1, 2])
+            assert await q.get_many(2) == [1, 2]
+            done = asyncio.create_task(q.task_done())
+            await asyncio.sleep(0)
+            done.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await done
+            await q.task_done()  # the second delivery: the cancelled one completed the first
+            await q.join()
+            assert await q.qsize() == 0
+
+    asyncio.run(main())
+    sync = _sync(url, prefix, reliable=True)
+    assert sync.in_flight() == [] and sync.unfinished_tasks == 0
+    sync.disconnect()
+    _check(r, url, prefix)
+
+
+def test_reliable_cancelled_get_leaves_the_deliveries_held_in_flight(url: str, prefix: str, r: redis.Redis) -> None:
+    """A cancelled get's clean-up gives back only what the handle never received: the
+    deliveries it holds unacknowledged (of earlier gets, and receive()'s) stay in flight,
+    theirs to acknowledge, and are not delivered again."""
+    async def main() -> None:
+        async with AsyncQueue[str]("q", url=url, prefix=prefix, reliable=True) as q:
+            await q.put_many(["a", "b", "c"])
+            assert await q.get() == "a"
+            explicit = await q.receive()
+            assert await q.get() == "c"
+            waiting = asyncio.create_task(q.get())  # the queue is empty: it waits
+            await asyncio.sleep(0.2)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            with pytest.raises(Empty):
+                await q.get(timeout=0.2)  # nothing came back to the inbox
+            sync = _sync(url, prefix, reliable=True)
+            assert len(sync.in_flight()) == 3
+            assert await explicit.ack()
+            await q.task_done()
+            await q.task_done()
+            # Delivery.ack() counts no task (as the sync handle's): one unfinished
+            assert sync.in_flight() == [] and sync.unfinished_tasks == 1
+            sync.disconnect()
+
+    asyncio.run(main())
+    _check(r, url, prefix)
+
+
+@pytest.mark.parametrize("kw", [{"visibility_timeout": -1}, {"visibility_timeout": "x"}, {"max_deliveries": 0},
+                                {"lease": 0.1}])
+def test_reliable_options_are_checked_before_any_round_trip(kw: dict[str, Any]) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        AsyncQueue("q", url="redis://127.0.0.1:1/0", reliable=True, **kw)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_get_many_dead_letters_an_item_that_cannot_be_loaded_and_returns_the_others(
+        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """As the sync get_many: the bad item goes to the dead-letter list (it used to raise the
+    serializer's own error, and in the default mode to lose the batch's other items)."""
+    sync = _sync(url, prefix, serializer="json", reliable=reliable)
+    sync.put("a")
+    r.lpush(sync.keys.base, b"not json")
+    sync.put("c")
+
+    async def main() -> list[str]:
+        async with AsyncQueue[str]("q", url=url, prefix=prefix, serializer="json", reliable=reliable) as q:
+            got = await q.get_many(3)
+            for _ in got:
+                await q.task_done()
+            return got
+
+    assert asyncio.run(main()) == ["a", "c"]
+    assert [d.payload for d in sync.dead_letters()] == [b"not json"]
+    assert sync.in_flight() == [] and sync.qsize() == 0
+    sync.disconnect()
+
+
+@pytest.mark.parametrize(("cls", "sync_cls"), [(AsyncLifoQueue, pressure.LifoQueue),
+                                               (AsyncPriorityQueue, pressure.PriorityQueue)])
+def test_reliable_lifo_and_priority_share_deliveries_with_sync_handles(
+        url: str, prefix: str, r: redis.Redis, cls: type[AsyncQueue[int]], sync_cls: Any) -> None:
+    sync = sync_cls("q", url=url, prefix=prefix, reliable=True)
+    sync.put_many([1, 3, 2])
+    first = 2 if cls is AsyncLifoQueue else 1
+
+    async def main() -> None:
+        async with cls("q", url=url, prefix=prefix, reliable=True) as q:
+            d = await q.receive()
+            assert d.item == first and await d.touch()
+            assert await d.release()  # back to the head: next out again
+            assert await q.get() == first
+            assert len(sync.in_flight()) == 1
+            await q.task_done()
+
+    asyncio.run(main())
+    rest = [sync.get(timeout=5), sync.get(timeout=5)]
+    sync.task_done()
+    sync.task_done()
+    assert sorted([first, *rest]) == [1, 2, 3] and sync.in_flight() == [] and sync.unfinished_tasks == 0
+    sync.disconnect()
+
+
+def test_reliable_async_consumer_killed_its_deliveries_come_back_at_once(url: str, prefix: str,
+                                                                          r: redis.Redis) -> None:
+    """SIGKILLed holding unacknowledged deliveries (a long visibility timeout), an async
+    consumer's items are taken back as soon as a client on its host sees its pid gone."""
+    sync = _sync(url, prefix, reliable=True, visibility_timeout=300)
+    sync.put_many([1, 2])
+    code = (
+        "import asyncio, sys, time\n"
+        "from pressure.aio import AsyncQueue\n"
+        "async def main():\n"
+        f"    q = AsyncQueue('q', url={url!r}, prefix={prefix!r}, reliable=True, visibility_timeout=300)\n"
+        "    print(await q.get_many(2), flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "[1, 2]"
+        assert len(sync.in_flight()) == 2
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+    got = [sync.receive(timeout=10) for _ in range(2)]
+    assert [(d.item, d.deliveries) for d in got] == [(1, 2), (2, 2)]
+    for d in got:
+        d.ack()
+    assert sync.in_flight() == []
+    sync.disconnect()
+    _check(r, url, prefix)

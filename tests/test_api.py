@@ -143,7 +143,7 @@ def test_bad_names_and_arguments(any_queue: Any, url: str) -> None:
 @pytest.mark.parametrize(
     ("serializer", "item"),
     [("pickle", {"set": {1, 2}, "t": (1, 2)}), ("json", {"a": [1, "ü", None]}), ("bytes", b"\x00\xff raw"),
-     ("msgpack", {"a": [1, "ü", None, b"\x00\xff"], 7: 2.5})],
+     ("msgpack", {"a": [1, "ü", None, b"\x00\xff"], 7: 2.5}), ("orjson", {"a": [1, "ü", None, 2.5]})],
 )
 def test_serializers_round_trip(any_queue: Any, serializer: str, item: Any) -> None:
     q = any_queue("s", serializer=serializer)
@@ -320,3 +320,27 @@ def test_public_names_exported_once() -> None:
     assert len(pressure.__all__) == len(set(pressure.__all__))
     for name in pressure.__all__:
         assert hasattr(pressure, name)
+
+
+def test_orjson_and_json_read_each_others_items(any_queue: Any) -> None:
+    """orjson stores plain JSON: a json client and an orjson client share a queue; keys
+    that are not strings become strings, as with json."""
+    writer = any_queue("j", serializer="orjson")
+    reader = any_queue("j", serializer="json")
+    writer.put({1: "ü", "l": [1.5, None, True]})
+    assert reader.get() == {"1": "ü", "l": [1.5, None, True]}
+    reader.put({"back": "again"})
+    assert writer.get() == {"back": "again"}
+    with pytest.raises(pressure.SerializationError):
+        writer.put({1, 2})  # a set is not JSON
+    assert writer.qsize() == 0
+
+
+def test_orjson_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pressure import serializers
+
+    monkeypatch.setitem(__import__("sys").modules, "orjson", None)  # import orjson fails
+    monkeypatch.delitem(serializers._BY_NAME, "orjson", raising=False)
+    with pytest.raises(ImportError, match=r"pressure-queue\[orjson\]"):
+        serializers.resolve("orjson")
+    assert "orjson" not in serializers._BY_NAME

@@ -133,7 +133,7 @@ def test_serializer_spec_errors(any_queue: Any) -> None:
     with pytest.raises(ValueError, match=r"^unknown serializer 'yaml'"):
         any_queue("spec", serializer="yaml")
     for bad in (None, object(), 42):
-        with pytest.raises(TypeError, match=r"^serializer must be 'pickle', 'json', 'msgpack', 'bytes' or an object"):
+        with pytest.raises(TypeError, match=r"^serializer must be 'pickle', 'json', 'orjson', 'msgpack', 'bytes' or an object"):
             any_queue("spec", serializer=bad)
 
 

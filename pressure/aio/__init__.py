@@ -18,10 +18,12 @@ methods on ``asyncio.Queue``), and ``maxsize`` is a coroutine method. ``Empty`` 
 ``Full`` are pressure's (``pressure.Empty``, ``queue.Empty``...) and asyncio's
 (``asyncio.QueueEmpty``/``QueueFull``); ``ShutDown`` is ``pressure.ShutDown``.
 
-Not supported here (use the sync handles): reliable mode (``Delivery``, acknowledgement,
-visibility timeouts), ``durability``, Sentinel URLs, anonymous queues, ``statistics()``,
-``delete()`` and the inspection and repair calls. ``import pressure`` never imports this
-package (nor ``redis.asyncio``).
+``reliable=True`` is the sync handle's reliable mode: items stay in Redis until
+``task_done()`` (or ``await delivery.ack()`` of an ``AsyncDelivery`` from ``receive()``).
+
+Not supported here (use the sync handles): ``durability``, Sentinel URLs, anonymous queues,
+``statistics()``, ``delete()`` and the inspection, dead-letter and repair calls.
+``import pressure`` never imports this package (nor ``redis.asyncio``).
 """
 
 from __future__ import annotations
@@ -32,5 +34,6 @@ from ._errors import Full as Full
 from ._queue import AsyncLifoQueue as AsyncLifoQueue
 from ._queue import AsyncPriorityQueue as AsyncPriorityQueue
 from ._queue import AsyncQueue as AsyncQueue
+from ._reliable import AsyncDelivery as AsyncDelivery
 
-__all__ = ["AsyncQueue", "AsyncLifoQueue", "AsyncPriorityQueue", "Empty", "Full", "ShutDown"]
+__all__ = ["AsyncQueue", "AsyncLifoQueue", "AsyncPriorityQueue", "AsyncDelivery", "Empty", "Full", "ShutDown"]

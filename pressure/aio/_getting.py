@@ -6,6 +6,7 @@ methods named at the end of the declarations."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import redis
 
-from .. import serializers
+from .. import _log, serializers
 from .._records import (
     _BUSY,
     _DELIVERED,
@@ -26,15 +27,16 @@ from .._records import (
 )
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
 from .._scripts import REQUEUE
-from .._validate import _TIMEOUT_MESSAGE, Options
-from ..connection import PackedScript, _script_sha, pack_command
-from ..errors import DeserializationError, PressureError, ProtocolError, ShutDown
+from .._validate import _TIMEOUT_MESSAGE, Options, _timeout_value
+from ..connection import PackedScript, _script_sha, pack_command, refused_for_now
+from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Empty
-from ._link import _Link
+from ._link import _FIRST_PAUSE, _LAST_PAUSE, _Link, _Rerouted
 
 if TYPE_CHECKING:
     from ._queue import AsyncQueue
+    from ._reliable import AsyncDelivery
 
 T = TypeVar("T")
 
@@ -57,6 +59,8 @@ class _Conn:
         self.conn: Any = None
         self.redis_id: int | None = None
         self.unread = 0
+        #: the _Link.generation it was made in (on a cluster: a new master means a new connection)
+        self.generation = 0
         #: the exchange in progress, if any (a clean-up waits for it to end)
         self.pending: asyncio.Task[Any] | None = None
 
@@ -89,6 +93,23 @@ class _Getting(Generic[T]):
     _info: Callable[[], Awaitable[tuple[int, int, int, bool]]]
     _raise_for: Callable[[int], Awaitable[None]]
     _unwrap: Callable[[bytes], bytes]
+    _delivery: Callable[[bytes, Any], AsyncDelivery[T]]
+    _received_ids: Callable[[list[str]], list[str]]
+    _hold: Callable[[list[AsyncDelivery[T]], bool], None]
+
+    async def receive(self, block: bool = True, timeout: float | None = None) -> AsyncDelivery[T]:
+        """As ``get()``, but return the AsyncDelivery, to acknowledge (``await d.ack()``) or
+        release explicitly, in any order (reliable mode; in the default mode it is
+        acknowledged at once, as ``pressure.Queue.receive``'s). ``task_done()`` never
+        acknowledges it. Cancellation-safe as ``get``."""
+        return await self._receive_one(block, timeout, False)
+
+    async def _receive_one(self, block: bool, timeout: float | None, track: bool) -> AsyncDelivery[T]:
+        wait = _timeout_value(timeout) if block else None
+        if wait is not None and wait < 0:
+            await self._refuse_negative_timeout()
+        deliveries = await self._consume(lambda: self._receive(block, wait, track))
+        return cast("AsyncDelivery[T]", deliveries[0])
 
     async def _refuse_negative_timeout(self) -> None:
         _, length, _, closed = await self._info()
@@ -149,7 +170,7 @@ class _Getting(Generic[T]):
         script = "get" + self._variant
         return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys) + 3, *self._get_keys,
                              k.inbox(cid), k.inflight(cid), k.held(cid), cid, "cancel", "0", self._record,
-                             self._options.lease_ms, self._client_id, *self._received)]
+                             self._options.lease_ms, self._client_id, *self._received_ids(self._received))]
 
     async def _exchange(self, data: list[bytes], replies: int = 1, script: str | None = "get") -> list[Any]:
         """Send ``data`` on the handle's own connection and read its replies, in a task the
@@ -160,10 +181,37 @@ class _Getting(Generic[T]):
         return cast("list[Any]", await self._link.shielded_task(task))
 
     async def _exchange_once(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
+        """``_exchange_one``; on a Redis Cluster, sent again to the slot's new master while a
+        node that no longer serves it refuses every command (none ran), for up to the
+        socket timeout."""
+        link = self._link
+        deadline = None
+        pause = _FIRST_PAUSE
+        while True:
+            try:
+                out = await self._exchange_one(data, replies, script)
+                if not (out and all(refused_for_now(r) for r in out) and link.reroute(out[0])):
+                    return out
+                error = cast(redis.RedisError, out[0])
+            except _Rerouted as rerouted:  # not sent
+                error = rerouted.error
+            now = asyncio.get_running_loop().time()
+            deadline = now + link.refused_for if deadline is None else deadline
+            if now >= deadline:
+                link.errors.raise_error(error, "script get", False)
+            await asyncio.sleep(min(pause, deadline - now))
+            pause = min(2 * pause, _LAST_PAUSE)
+
+    async def _exchange_one(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
         link, c = self._link, self._conn
+        await link.ensure_owner()
+        if c.conn is not None and c.generation != link.generation:  # the slot moved: a new master
+            await c.conn.disconnect()
+            c.conn, c.unread = None, 0
         if c.conn is None:
             pool = link.client().connection_pool
             c.conn = pool.connection_class(**pool.connection_kwargs)
+            c.generation = link.generation
         conn = c.conn
         if c.unread and conn.is_connected:
             try:
@@ -209,58 +257,71 @@ class _Getting(Generic[T]):
         seq, _, _, payload = _parse_entry(entry)
         return seq, cast("T", serializers.loads(self._serializer, self._unwrap(payload)))
 
-    async def _dead_letter(self, seq: str) -> None:
+    async def _dead_letter(self, seq: str, exc: DeserializationError) -> None:
         await self._roles_run_requeue("release", self._cid, seq)
+        bad = isinstance(exc, IntegrityError)
+        _log.event(_log.QUEUE, logging.WARNING if bad else logging.ERROR, "dead_letter",
+                   "queue %r: %s (moved to the dead-letter list)", self._name, exc, queue=self._name,
+                   key=self._keys.base, count=1, reason="bad_signature" if bad else "undeserializable")
 
     async def _roles_run_requeue(self, mode: str, consumer: str, which: str) -> None:
         k = self._keys
         await self._link.run("requeue" + self._variant, REQUEUE.keys(k), REQUEUE.check(
             (mode, k.inbox_prefix, k.inflight_prefix, "1", consumer, which, "", k.held_prefix, "", "")))
 
-    async def _receive(self, block: bool, wait: float | None) -> list[T]:
-        """One item, in hand (marked received, its drop posted)."""
+    async def _receive(self, block: bool, wait: float | None, track: bool = True) -> list[AsyncDelivery[T]]:
+        """One delivery, in hand (marked received; its drop posted, or in reliable mode held
+        for acknowledgement: by ``task_done`` if ``track``)."""
         await self._sweep_if_due()
         while True:
             entry = await (self._block(wait) if block else self._nowait())
             seq = _parse_entry(entry)[0]
             try:
                 _, item = self._load(entry)
-            except DeserializationError:
+            except DeserializationError as exc:
                 self._dirty = False
-                await self._dead_letter(seq)  # never loads with this serializer: not lost
+                await self._dead_letter(seq, exc)  # never loads with this serializer: not lost
                 self._received = []
                 raise
+            delivery = self._delivery(entry, item)
             self._received = [seq]
+            self._hold([delivery], track)
             self._dirty = False
-            self._post_drop()
-            return [item]
+            if not self._options.reliable:
+                self._post_drop()
+            return [delivery]
 
     async def _receive_many(self, n: int, block: bool, wait: float | None) -> list[T]:
         await self._sweep_if_due()
-        items, received = await self._batch(n, keep=False)
+        items, received, deliveries = await self._batch(n, keep=False)
         if not items:
             entry = await (self._block(wait) if block else self._nowait())
             seq = _parse_entry(entry)[0]
             try:
                 _, first = self._load(entry)
-            except DeserializationError:
+            except DeserializationError as exc:
                 self._dirty = False
-                await self._dead_letter(seq)
+                await self._dead_letter(seq, exc)
                 self._received = []
                 raise
-            items, received = [first], [seq]
+            items, received, deliveries = [first], [seq], [self._delivery(entry, first)]
             if n > 1:
                 self._dirty = True  # the first item is not returned yet: a cancel gives it back
-                more, also = await self._batch(n - 1, keep=True)
+                more, also, later = await self._batch(n - 1, keep=True)
                 items += more
                 received += also
+                deliveries += later
         self._received = received
+        if self._options.reliable:
+            self._hold(deliveries, True)
         self._dirty = False
-        self._post_drop()
+        if not self._options.reliable:
+            self._post_drop()
         return items
 
-    async def _batch(self, n: int, keep: bool) -> tuple[list[T], list[str]]:
-        """get.lua 'batch': up to ``n`` items queued now (and the delivery numbers received)."""
+    async def _batch(self, n: int, keep: bool) -> tuple[list[T], list[str], list[AsyncDelivery[T]]]:
+        """get.lua 'batch': up to ``n`` items queued now, the delivery numbers received, and
+        their deliveries (in reliable mode, where 'batch' hands out entries as 'many' does)."""
         self._dirty = True
         (result,) = await self._exchange([self._get_many_command.pack(
             [*self._tail("batch", "k" if keep else "0"), n])])
@@ -269,21 +330,38 @@ class _Getting(Generic[T]):
         if not isinstance(result, list):
             self._dirty = keep
             if result in (_EMPTY, _BUSY, _UNDRAINED):
-                return [], []
+                return [], [], []
             await self._raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
         header = result.pop()
         if not header.startswith(b"h:"):  # entries delivered earlier, from our inbox
             entries = [*result, header]
-            items, seqs = [], []
+            items, seqs, deliveries = [], [], []
             for entry in entries:
-                seq, item = self._load(entry)
+                try:
+                    seq, item = self._load(entry)
+                except DeserializationError as exc:  # dead-lettered; the others are still ours
+                    await self._dead_letter(_parse_entry(entry)[0], exc)
+                    continue
                 items.append(item)
                 seqs.append(seq)
-            return items, seqs
+                deliveries.append(self._delivery(entry, item))
+            return items, seqs, deliveries
         first, _, _ = _batch_header(header)
         loads, unwrap = self._serializer.loads, self._unwrap
-        return [loads(unwrap(item)) for item in result], ["h%d" % first]
+        try:
+            return [loads(unwrap(item)) for item in result], ["h%d" % first], []
+        except Exception:  # noqa: BLE001 - one by one, as the sync consumer's load_each
+            pass
+        # releasing an item turns the held batch into in-flight entries: all received
+        seqs = self._received = ["h%d" % first, *(str(first + i) for i in range(len(result)))]
+        items = []
+        for i, stored in enumerate(result):
+            try:
+                items.append(serializers.loads(self._serializer, unwrap(stored)))
+            except DeserializationError as exc:
+                await self._dead_letter(str(first + i), exc)
+        return items, seqs, []
 
     async def _nowait(self) -> bytes:
         """get.lua 'nowait' (the sync consumer's ``nowait``)."""

@@ -17,13 +17,18 @@ Error replies and failures are translated exactly as the sync client translates 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.connection
 
+from .. import _log
+from ..cluster import settings_of_cluster
+from ..errors import BackendError
 from ..connection import (
     BLOCK_SLICE,
     PASSWORD_ENV,
@@ -50,8 +55,16 @@ _CLASSES: tuple[tuple[type[Any], type[Any]], ...] = (
 _FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
 
 
-def config_of_client(client: redis.asyncio.Redis) -> ConnectionConfig:
-    """The ConnectionConfig (sync classes) of the server an asyncio client connects to."""
+def config_of_client(client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster) -> ConnectionConfig:
+    """The ConnectionConfig (sync classes) of the server an asyncio client connects to; of a
+    ``RedisCluster``: its nodes and connection options (the handle makes its own
+    connections to its slot's master, as a sync handle does)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        settings, connection_class, options = settings_of_cluster(client)
+        for sync_class, async_cls in _CLASSES:
+            if issubclass(connection_class, async_cls):
+                return ConnectionConfig(sync_class, options, cluster=settings, origin="connection=")
+        raise ValueError(f"pressure.aio does not support {connection_class.__name__} connections")
     pool = client.connection_pool
     for sync_class, async_class in _CLASSES:
         if issubclass(pool.connection_class, async_class):
@@ -59,7 +72,7 @@ def config_of_client(client: redis.asyncio.Redis) -> ConnectionConfig:
                       if isinstance(v, (str, int, float, bool, bytes, type(None)))}
             return ConnectionConfig(sync_class, tuple(sorted(kwargs.items())))
     raise ValueError(f"pressure.aio does not support {pool.connection_class.__name__} connections "
-                     f"(Sentinel and cluster clients are not supported)")
+                     f"(Sentinel clients are not supported)")
 
 
 def async_class(config: ConnectionConfig) -> type[Any]:
@@ -75,9 +88,11 @@ def async_class(config: ConnectionConfig) -> type[Any]:
 class _Link:
     """One asyncio handle's connections to its server."""
 
-    def __init__(self, config: ConnectionConfig, client: redis.asyncio.Redis | None = None) -> None:
+    def __init__(self, config: ConnectionConfig,
+                 client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | None = None) -> None:
         self.config = config
-        self._given = client
+        # on a cluster, the handle connects to its slot's master itself (with the client's options)
+        self._given = client if isinstance(client, redis.asyncio.Redis) and config.cluster is None else None
         self._client: redis.asyncio.Redis | None = None
         #: translates errors as the sync client does; it never connects
         self.errors = Backend(config)
@@ -88,6 +103,47 @@ class _Link:
         self.background: set[asyncio.Future[Any]] = set()
         #: the scripts loaded on the server (as far as this handle knows)
         self.loaded: set[str] = set()
+        #: on a Redis Cluster: the master of the handle's slot (None: to be asked of the nodes),
+        #: and how many times it changed (a dedicated connection made before is dropped)
+        self._owner: tuple[str, int] | None = None
+        self.generation = 0
+
+    # -- a Redis Cluster: the slot's master ------------------------------------------
+
+    def route(self, key: str, what: str) -> None:
+        """On a Redis Cluster, send everything to the master of ``key``'s slot (ValueError
+        at once if the key has no hash tag: see pressure.cluster.placed_slot)."""
+        self.errors.route(key, what)
+
+    async def ensure_owner(self) -> None:
+        """On a Redis Cluster: know the slot's master (asked of the nodes, in a thread)."""
+        if self.config.cluster is not None and self._owner is None:
+            self._owner = await asyncio.to_thread(self.errors._owner_of_slot)
+
+    def reroute(self, error: object) -> bool:
+        """On a Redis Cluster, after a refusal or a failure: point the handle at the slot's new
+        master (a MOVED names it; a node not reached, CLUSTERDOWN or READONLY: ask the nodes
+        again). True if the next command goes elsewhere (ASK and TRYAGAIN change nothing)."""
+        if self.config.cluster is None:
+            return False
+        if isinstance(error, redis.exceptions.MovedError):
+            owner: tuple[str, int] | None = (error.host or (self._owner or ("127.0.0.1", 0))[0], int(error.port))
+            if owner == self._owner:
+                return False
+        elif isinstance(error, (redis.exceptions.AskError, redis.exceptions.TryAgainError)):
+            return False
+        elif isinstance(error, (redis.ConnectionError, redis.exceptions.ClusterDownError,
+                                redis.exceptions.ReadOnlyError)):
+            owner = None
+        else:
+            return False
+        self._owner = owner
+        self.generation += 1
+        self.loaded = set()
+        client, self._client = self._client, None
+        if client is not None and client is not self._given:
+            self.keep(asyncio.ensure_future(_close(client)))
+        return True
 
     def client(self) -> redis.asyncio.Redis:
         """The pool client (built on first use)."""
@@ -99,6 +155,11 @@ class _Link:
                 import os
 
                 kw = dict(self.config.kwargs)
+                if self.config.cluster is not None:
+                    if self._owner is None:
+                        raise BackendError(f"the master of the queue's slot on {self.config.url} was "
+                                           f"not asked yet (ensure_owner)")
+                    kw["host"], kw["port"] = self._owner
                 if not kw.get("password") and os.environ.get(PASSWORD_ENV):
                     kw["password"] = os.environ[PASSWORD_ENV]
                 kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
@@ -153,6 +214,8 @@ class _Link:
                 await conn.send_packed_command(list(data), check_health=False)
         except redis.RedisError as exc:
             await conn.disconnect()
+            if self.reroute(exc):
+                raise _Rerouted(exc) from exc  # not sent: it did not run, and may elsewhere
             self.errors.raise_error(exc, what, False)  # not sent: it did not run
         except BaseException:
             await conn.disconnect()
@@ -169,6 +232,7 @@ class _Link:
             if refused_for_now(exc):
                 out += [exc] * (replies - len(out))
                 return out
+            self.reroute(exc)  # the next command asks where the slot is served now
             self.errors.raise_error(exc, what, mutating)
         except BaseException:
             await conn.disconnect()
@@ -197,9 +261,14 @@ class _Link:
             reply = await attempt()
             if not refused_for_now(reply):
                 return reply
+            if self.reroute(reply):
+                raise _Rerouted(cast(redis.RedisError, reply))  # it did not run: sent again on a connection to the new master
             now = asyncio.get_running_loop().time()
             if deadline is None:
                 deadline = now + self.refused_for
+                _log.event(_log.CONNECTION, logging.WARNING, "retry", "%s on %s refused for now (%s): sent "
+                           "again for up to %g s", what, self.config.url, reply, self.refused_for,
+                           server=self.config.url, command=what, error=str(reply))
             if now >= deadline:
                 self.errors.raise_error(reply, what, False)
             await asyncio.sleep(min(pause, deadline - now))
@@ -241,12 +310,23 @@ class _Link:
         return self.check(await self.shielded(self._pooled(one)), what, mutating)
 
     async def _pooled(self, work: Any) -> Any:
-        pool = self.client().connection_pool
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            return await work(conn)
-        finally:
-            await pool.release(conn)
+        deadline = None
+        pause = _FIRST_PAUSE
+        while True:
+            await self.ensure_owner()
+            pool = self.client().connection_pool
+            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                return await work(conn)
+            except _Rerouted as rerouted:  # on a cluster: it did not run; again on the new master
+                now = asyncio.get_running_loop().time()
+                deadline = now + self.refused_for if deadline is None else deadline
+                if now >= deadline:
+                    self.errors.raise_error(rerouted.error, "a command", False)
+                await asyncio.sleep(min(pause, deadline - now))
+                pause = min(2 * pause, _LAST_PAUSE)
+            finally:
+                await pool.release(conn)
 
     async def close(self) -> None:
         """Wait for what cancelled callers left running, then close the pool (never a client
@@ -257,6 +337,20 @@ class _Link:
         if client is not None and client is not self._given:
             await client.aclose()
             await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
+
+
+class _Rerouted(Exception):
+    """On a Redis Cluster: a command that did not run, refused or not sent by a node that no
+    longer serves the slot; the handle now points at the new master (``_Link.reroute``)."""
+
+    def __init__(self, error: redis.RedisError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _close(client: redis.asyncio.Redis) -> None:
+    await client.aclose()
+    await client.connection_pool.disconnect()
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -29,6 +29,7 @@ to its inbox, where its next get takes it first.
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import time
 import uuid
@@ -56,6 +57,7 @@ from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_u
 from ._errors import Full
 from ._getting import _Conn, _Getting
 from ._link import _Link, config_of_client
+from ._reliable import AsyncDelivery, _Settling
 
 T = TypeVar("T")
 
@@ -65,9 +67,9 @@ BATCH = 1000
 _CREATE_WAIT = 5.0
 
 
-class AsyncQueue(_Getting[T]):
+class AsyncQueue(_Getting[T], _Settling[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
-    (default mode), ``asyncio.Queue``'s names.
+    (the default mode, or ``reliable=True``), ``asyncio.Queue``'s names.
 
     ``AsyncQueue(name, maxsize)`` makes the handle without touching the server; the queue is
     created (or attached to) by ``async with``, by ``await q.open()``, or by the first
@@ -85,11 +87,14 @@ class AsyncQueue(_Getting[T]):
         maxsize: int | None = None,
         *,
         url: str | None = None,
-        connection: redis.asyncio.Redis | None = None,
+        connection: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | None = None,
         prefix: str | None = None,
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
+        reliable: bool = False,
+        visibility_timeout: float = 30.0,
         lease: float = 10.0,
+        max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
     ) -> None:
         if not isinstance(name, str):
@@ -108,7 +113,7 @@ class AsyncQueue(_Getting[T]):
         config = config_of_client(connection) if connection is not None else ConnectionConfig.resolve(url)
         self._link = _Link(config, connection)
         self._name, self._prefix = name, prefix
-        self._options = Options.of(False, 30.0, lease, 10)
+        self._options = Options.of(reliable, visibility_timeout, lease, max_deliveries)
         self._serializer = serializers.resolve(serializer)
         keys = resolve_authkey(authkey)
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
@@ -125,12 +130,17 @@ class AsyncQueue(_Getting[T]):
         self._put_command = PUT.command(k, variant=self._variant)
         self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
         self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
+        # on a Redis Cluster: every command to the master of the queue's slot (ValueError now
+        # if the name has no hash tag, as for the sync handles)
+        self._link.route(k.base, f"queue {name!r}")
         sync = Backend(config)  # the rare recovery steps, in a thread (see the module's docstring)
+        sync.route(k.base, f"queue {name!r}")
         self._roles = _Roles(sync, k, name, self._options,
                              lambda script, keys, args, mutating=True: sync.run(
                                  script + self._variant, keys, args, mutating=mutating))
         host, pid, start = identity.process_record()
-        self._record = f"{host}|{pid}|{start}|{self._options.lease_ms}|d"
+        mode = "r" if self._options.reliable else "d"
+        self._record = f"{host}|{pid}|{start}|{self._options.visibility_ms}|{mode}"
         self._opened = False
         self._lock = asyncio.Lock()  # the handle's gets, one at a time
         self._conn = _Conn()
@@ -140,6 +150,11 @@ class AsyncQueue(_Getting[T]):
         #: delivery numbers the last get returned (get.lua 'cancel' leaves them alone)
         self._received: list[str] = []
         self._waited = True
+        #: reliable mode: the deliveries of get()/get_many() not acknowledged, oldest first
+        #: (task_done acknowledges the first); and every delivery held, receive()'s included
+        self._unacked: collections.deque[AsyncDelivery[T]] = collections.deque()
+        self._holding: dict[str, AsyncDelivery[T]] = {}
+        self._settle_lock = asyncio.Lock()
 
     # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
 
@@ -339,11 +354,7 @@ class AsyncQueue(_Getting[T]):
         Cancellation-safe: cancelled at any point (also by ``asyncio.timeout`` or
         ``asyncio.wait_for``), it loses nothing and leaves no waiter behind: an item it was
         handed goes back to this handle's inbox, for its next get."""
-        wait = _timeout_value(timeout) if block else None
-        if wait is not None and wait < 0:
-            await self._refuse_negative_timeout()
-        entries = await self._consume(lambda: self._receive(block, wait))
-        return entries[0]
+        return (await self._receive_one(block, timeout, True)).item
 
     async def get_nowait(self) -> T:
         """Remove and return an item queued now, else raise Empty (a round trip: awaitable)."""
@@ -394,7 +405,12 @@ class AsyncQueue(_Getting[T]):
     async def task_done(self) -> None:
         """Mark one item as processed (by any client, for every client's ``join``). A round
         trip, so awaitable, unlike asyncio.Queue's; ValueError if called more times than
-        items were put."""
+        items were put. In reliable mode it acknowledges this handle's oldest delivery of
+        ``get``/``get_many``, exactly once (if it raises, calling it again finishes that same
+        delivery's count); cancelled, it still completes."""
+        await self.open()
+        if self._options.reliable and await self._link.shielded(self._task_done_reliable()):
+            return
         k = self._keys
         _, unfinished = await self._run("ack", (*ACK.keys(k), k.inflight(self._cid)), ("-", "1"))
         if unfinished == -1:

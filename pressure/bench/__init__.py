@@ -3,7 +3,7 @@
 Queues and executors by default, on one machine and one Redis server:
 ``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
 only the batches, ``--spark`` only the Spark data source, ``--server-cost`` only the Redis
-CPU per message.
+CPU per message, ``--sharded`` only the sharded queues (on a cluster of its own).
 
 **Queues.** For each transport the benchmark starts one producer process and one consumer
 process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
@@ -47,6 +47,12 @@ it): Redis CPU (``INFO cpu`` of the main thread) and commands (``commandstats``)
 single items (unbounded, bounded), acknowledged gets and batches of 100 and 500, against the
 same work done with plain commands on a plain list; prints the ratios and issue 16's goals.
 
+**Sharded queues** (``pressure.bench.sharded``, opt-in with ``--sharded``, which runs only it):
+``pressure.ShardedQueue`` with 1, 2, 3 and 6 shards (``--sharded-shards``) on a local 3-master
+Redis Cluster the section starts, ``--sharded-procs`` producer and consumer processes,
+single items and batches (``--sharded-batch``), against raw redis-py LPUSH/BRPOP on one node;
+msgs/s, ratios to 1 shard and to raw, and each master's Redis CPU.
+
 **Spark** (``pressure.bench.spark``, opt-in with ``--spark``, which runs only it; needs the
 ``spark`` extra and Java): the ``pressure`` data source's writer and readers against raw
 redis-py LPUSH/RPOP batches run from Spark tasks, rows/s in one local SparkSession.
@@ -82,6 +88,7 @@ __all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "confi
 #   executor   --executor: pressure.Executor against ProcessPoolExecutor
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks
 #   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
+#   sharded    --sharded: ShardedQueue on a local 3-master cluster, 1..N shards, against raw
 #   __main__   python -m pressure.bench
 # Sections import _harness (and batch imports queues), never the package nor _cli nor each
 # other's private names; _cli imports queues and loads the other sections when they run.

@@ -84,6 +84,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sections.add_argument("--server-cost", action="store_true",
                           help="run only the server-cost section: Redis CPU and commands per message "
                                "against raw redis-py (INFO cpu, commandstats)")
+    sections.add_argument("--sharded", action="store_true",
+                          help="run only the sharded-queue section: a ShardedQueue's throughput on a "
+                               "local 3-master Redis Cluster the section starts, for several shard "
+                               "counts, against 1 shard and raw LPUSH/BRPOP on one node")
+    parser.add_argument("--sharded-count", type=_positive_int, default=20_000,
+                        help="items per --sharded cell of single puts/gets (x10 for batches; "
+                             "default: %(default)s)")
+    parser.add_argument("--sharded-shards", type=_size_list, default=(1, 2, 3, 6),
+                        help="comma-separated shard counts of --sharded (default: 1,2,3,6)")
+    parser.add_argument("--sharded-procs", type=_positive_int, default=3,
+                        help="producer processes, and as many consumers, per --sharded cell "
+                             "(default: %(default)s)")
+    parser.add_argument("--sharded-batch", type=_size_list, default=(1, 100),
+                        help="comma-separated batch sizes of --sharded: 1 is put/get, more is "
+                             "put_many/get_many (default: 1,100)")
     parser.add_argument("--server-cost-count", type=_positive_int, default=20_000,
                         help="messages per path in --server-cost (default: 20000)")
     parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
@@ -151,6 +166,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark from parsed options; 0 even if goals are missed."""
+    if args.sharded:
+        return _sharded(args)
     config = config_from_args(args)
     if min(config.payload_sizes) < STAMP.size:
         print(f"pressure bench: --payload-sizes must be at least {STAMP.size}", file=sys.stderr)
@@ -206,6 +223,26 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("pressure bench: interrupted", file=sys.stderr)
         return 130
+    return 0
+
+
+def _sharded(args: argparse.Namespace) -> int:
+    """The --sharded section: it starts its own cluster (--url does not apply)."""
+    from . import sharded
+
+    if max(args.sharded_shards) > 256:
+        print("pressure bench: --sharded-shards must be at most 256", file=sys.stderr)
+        return 2
+    try:
+        cells = sharded.run_sharded(args.sharded_count, args.size, args.sharded_procs,
+                                    args.sharded_shards, args.sharded_batch, args.repeat)
+    except (ConnectionError, ServerUnavailable, redis.RedisError, OSError) as exc:
+        print(f"pressure bench: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pressure bench: interrupted", file=sys.stderr)
+        return 130
+    sharded.print_sharded_report(cells, args.sharded_procs, usable_cpus())
     return 0
 
 

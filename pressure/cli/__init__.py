@@ -27,6 +27,7 @@ import redis
 
 from .. import __version__, serializers
 from .._internal import attach, internal
+from ..cluster import key_slot
 from ..connection import Backend, ConnectionConfig, without_password
 from ..errors import Empty, Full, PressureError, QueueDoesNotExist, ShutDown
 from ..executor.admin import delete_executor
@@ -111,8 +112,10 @@ class Env:
 
     def queue(self, ref: QueueRef, *, serializer: str = "bytes", reliable: bool = False) -> Queue[Any]:
         """A handle on the existing queue ``ref`` (never creates it)."""
+        # on a Redis Cluster: the backend's sibling that serves the queue's slot
+        backend = self.backend.for_slot(key_slot(ref.keys(self.prefix).base))
         return attach(queue_class(ref.kind), ref.name, self.config, prefix=self.prefix,
-                      serializer=serializer, create=False, backend=self.backend, reliable=reliable)
+                      serializer=serializer, create=False, backend=backend, reliable=reliable)
 
     def close(self) -> None:
         if self._backend is not None:
@@ -559,7 +562,9 @@ def executor_delete_command(env: Env, name: str, yes: bool, force: bool) -> None
     if not yes:
         click.confirm(f"Delete executor {name!r} ({row.queued} queued task(s), {len(row.workers)} "
                       f"worker(s) alive) under {env.where}?", abort=True)
-    deleted = delete_executor(name, connection=env.backend.client(), prefix=env.prefix, force=force)
+    # on a Redis Cluster, delete_executor finds the executor's slot from the cluster's URL
+    where = {"url": env.url_option} if env.config.cluster is not None else {"connection": env.backend.client()}
+    deleted = delete_executor(name, prefix=env.prefix, force=force, **where)
     click.echo(f"executor {name!r} deleted ({deleted} queue(s) and key(s))")
 
 
@@ -585,7 +590,8 @@ def serve_metrics_command(env: Env, port: int, addr: str, once: bool) -> None:
     except ModuleNotFoundError as exc:
         raise Failure(f"serve-metrics needs {exc.name}: pip install 'pressure-queue[metrics]'") from None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector(connection=env.backend.client(), prefix=env.prefix))
+    where = {"url": env.url_option} if env.config.cluster is not None else {"connection": env.backend.client()}
+    registry.register(Collector(prefix=env.prefix, **where))
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)
         return

@@ -1,6 +1,9 @@
 """What the command line reads from Redis: the queues and executors under a prefix, and
 snapshots of their figures, each in a few pipelined round trips whatever their number.
 
+On a Redis Cluster every master is scanned, and each queue's keys are read from the master
+of their slot (one pipeline per slot: ``_pipelined``).
+
 Queues are found by their ``:bound`` keys (SCAN, never KEYS); a LIFO or priority queue
 is told from a FIFO one by its ``:pressure:kind`` key (pressure/keys.py). Executors are
 found by their own keys (``<prefix>:<name>:executor:*``) or by a task queue
@@ -14,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster import key_slot
 from ..connection import Backend
 from ..executor.admin import _glob_escape
 from ..executor.worker import ALIVE_FOR
@@ -78,9 +82,34 @@ def _int(value: bytes | str | None) -> int:
 
 
 def _scan(backend: Backend, pattern: str) -> list[str]:
-    client = backend.client()
-    keys = backend.call("SCAN", lambda: list(client.scan_iter(match=pattern, count=1000)))
-    return sorted({_text(k) for k in keys})
+    """The keys matching ``pattern``: on a Redis Cluster, on every master."""
+    keys: set[str] = set()
+    for wire in [backend.for_slot(slot) for slot in backend.master_slots()] or [backend]:
+        client = wire.client()
+        keys.update(_text(k) for k in wire.call("SCAN", lambda: list(client.scan_iter(match=pattern, count=1000))))
+    return sorted(keys)
+
+
+#: a command for ``_pipelined``: the key that places it, the redis-py method, its arguments
+_Call = tuple[str, str, tuple[Any, ...]]
+
+
+def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: bool = False) -> list[Any]:
+    """The replies of ``calls``, in their order, sent in one pipeline (a MULTI if
+    ``transaction``); on a Redis Cluster, one per hash slot, to its master."""
+    groups: dict[int, list[int]] = {}
+    for i, (key, _, _) in enumerate(calls):
+        groups.setdefault(key_slot(key) if backend.config.cluster is not None else 0, []).append(i)
+    replies: list[Any] = [None] * len(calls)
+    for slot, indexes in groups.items():
+        wire = backend.for_slot(slot)
+        pipe = wire.client().pipeline(transaction=transaction)
+        for i in indexes:
+            _, method, args = calls[i]
+            getattr(pipe, method)(*args)
+        for i, reply in zip(indexes, wire.call(what, pipe.execute)):
+            replies[i] = reply
+    return replies
 
 
 def _is_queue_name(name: str) -> bool:
@@ -94,10 +123,8 @@ def _is_queue_name(name: str) -> bool:
 def find_queues(backend: Backend, prefix: str, names: Iterable[str] | None = None) -> list[QueueRef]:
     """The queues under ``prefix`` (only those named in ``names`` if given), by kind and name."""
     bases = [key[:-len(":bound")] for key in _scan(backend, f"{_glob_escape(prefix)}:*:bound")]
-    pipe = backend.client().pipeline(transaction=False)
-    for base in bases:
-        pipe.get(f"{base}:pressure:kind")
-    kinds = backend.call("queue kinds", pipe.execute) if bases else []
+    kinds = _pipelined(backend, [(f"{b}:pressure:kind", "get", (f"{b}:pressure:kind",)) for b in bases],
+                       "queue kinds")
     found = []
     for base, stored in zip(bases, kinds):
         rest = base[len(prefix) + 1:]
@@ -118,12 +145,11 @@ def find_queue(backend: Backend, prefix: str, name: str, kind: str | None = None
     there is none. LookupError if several kinds of queue have that name and no kind is given."""
     QueueKeys.build(prefix, name)  # ValueError for a name no queue can have
     candidates = [kind] if kind is not None else list(KINDS)
-    pipe = backend.client().pipeline(transaction=False)
+    calls: list[_Call] = []
     for k in candidates:
         keys = QueueKeys.build(prefix, name, k)
-        pipe.exists(keys.bound)
-        pipe.get(keys.kind)
-    replies = backend.call("find the queue", pipe.execute)
+        calls += [(keys.bound, "exists", (keys.bound,)), (keys.kind, "get", (keys.kind,))]
+    replies = _pipelined(backend, calls, "find the queue")
     found = []
     for i, k in enumerate(candidates):
         exists, stored = replies[2 * i], replies[2 * i + 1]
@@ -139,27 +165,18 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     """The figures of the queues ``refs`` (those deleted meanwhile left out): two round trips."""
     if not refs:
         return []
-    client = backend.client()
     all_keys = [ref.keys(prefix) for ref in refs]
-    pipe = client.pipeline(transaction=False)
-    for k in all_keys:
-        pipe.hkeys(k.consumers)
-    consumers = backend.call("queue consumers", pipe.execute)
-    pipe = client.pipeline(transaction=True)
+    consumers = _pipelined(backend, [(k.base, "hkeys", (k.consumers,)) for k in all_keys], "queue consumers")
+    calls: list[_Call] = []
     for ref, k, cids in zip(refs, all_keys, consumers):
-        pipe.mget(k.bound, k.produced_messages, k.consumed_messages)
-        if ref.kind == "fifo":
-            pipe.llen(k.base)
-        else:
-            pipe.zcard(k.base)
-        pipe.exists(k.closed)
-        pipe.llen(k.dead)
-        pipe.hlen(k.redeliveries)
+        b = k.base  # every key of a queue is in its base's slot
+        calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
+                  (b, "llen" if ref.kind == "fifo" else "zcard", (k.base,)),
+                  (b, "exists", (k.closed,)), (b, "llen", (k.dead,)), (b, "hlen", (k.redeliveries,))]
         for cid in cids:
-            pipe.llen(k.inflight(_text(cid)))
-            pipe.lrange(k.inbox(_text(cid)), 0, -1)
-            pipe.llen(k.held(_text(cid)))
-    replies = iter(backend.call("queue figures", pipe.execute))
+            calls += [(b, "llen", (k.inflight(_text(cid)),)), (b, "lrange", (k.inbox(_text(cid)), 0, -1)),
+                      (b, "llen", (k.held(_text(cid)),))]
+    replies = iter(_pipelined(backend, calls, "queue figures", transaction=True))
     now = time.monotonic()
     rows = []
     for ref, cids in zip(refs, consumers):
@@ -208,12 +225,10 @@ def executor_rows(backend: Backend, prefix: str, names: list[str]) -> list[Execu
     all_keys = [ExecutorKeys.build(prefix, name) for name in names]
     tasks = {row.name: row for row in queue_rows(backend, prefix, [QueueRef(k.tasks, "fifo")
                                                                     for k in all_keys])}
-    pipe = backend.client().pipeline(transaction=False)
-    pipe.time()
+    calls: list[_Call] = [(all_keys[0].workers, "time", ())]
     for k in all_keys:
-        pipe.hgetall(k.workers)
-        pipe.mget(k.done, k.failed, k.retried, k.lost)
-    (seconds, micros), *replies = backend.call("executor figures", pipe.execute)
+        calls += [(k.workers, "hgetall", (k.workers,)), (k.workers, "mget", (k.done, k.failed, k.retried, k.lost))]
+    (seconds, micros), *replies = _pipelined(backend, calls, "executor figures")
     now = seconds * 1000 + micros // 1000
     rows = []
     for i, (name, k) in enumerate(zip(names, all_keys)):

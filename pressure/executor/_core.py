@@ -23,6 +23,7 @@ from typing import Any
 import redis
 import redis.cluster
 
+from .. import _log
 from .._internal import attach, internal
 from .._scripts import CANCEL, CancelStatus
 from ..connection import Backend, ConnectionConfig
@@ -36,7 +37,7 @@ from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["ExecutorStatistics"]
 
-logger = logging.getLogger("pressure")
+logger = _log.EXECUTOR
 
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
@@ -324,7 +325,9 @@ class _Core:
                         if (self._shutdown or _exiting.is_set()) and not self._futures:
                             return
         except BaseException as exc:
-            logger.exception("pressure executor %r: the result thread failed", self._name)
+            _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the result thread "
+                       "failed", self._name, exc_info=True, executor=self._name, prefix=self._prefix,
+                       part="result thread")
             self._break(f"the result thread failed: {exc!r}")
         finally:
             self._cleanup(patience=self._outage_limit)
@@ -352,7 +355,8 @@ class _Core:
             if fresh:
                 self._backend.call("count results", pipe.execute, mutating=True)
         except BackendError as exc:  # the results are ours all the same: complete the futures
-            logger.warning("pressure executor %r: counting results failed: %s", self._name, exc)
+            _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
+                       "failed: %s", self._name, exc, executor=self._name, prefix=self._prefix, error=str(exc))
         for tid, ok, value in outcomes:
             future = self._futures.pop(tid, None)
             if future is None:
@@ -408,7 +412,9 @@ class _Core:
         try:
             answer = CANCEL.call(self._backend, CANCEL.keys(self._keys), (task_id,))
         except PressureError as exc:
-            logger.warning("pressure executor %r: cannot cancel task %s: %s", self._name, task_id, exc)
+            _log.event(logger, logging.WARNING, "cancel_failed", "pressure executor %r: cannot cancel task %s: "
+                       "%s", self._name, task_id, exc, executor=self._name, prefix=self._prefix, task=task_id,
+                       error=str(exc))
             return None
         if answer != CancelStatus.CANCELLED:
             return None if answer == CancelStatus.NOT_MARKED else False
@@ -442,7 +448,8 @@ class _Core:
             except PressureError as exc:
                 complaint.failed(exc)
                 if complaint.failing_for >= patience:
-                    logger.warning("pressure executor %r: its keys are left in Redis", self._name)
+                    _log.event(logger, logging.WARNING, "keys_left", "pressure executor %r: its keys are left "
+                               "in Redis", self._name, executor=self._name)
                     break
                 time.sleep(_POLL)
                 continue

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from .. import _log
 from .._internal import internal
 from .._scripts import SUBMIT, PutStatus
 from ..keys import ExecutorKeys
@@ -28,7 +29,7 @@ from .worker import Task
 if TYPE_CHECKING:
     from ._core import _TaskFuture
 
-logger = logging.getLogger("pressure")
+logger = _log.EXECUTOR
 
 #: The most results read, or tasks sent, in one round trip.
 _CLAIM_BATCH = 256
@@ -136,7 +137,8 @@ class _Sender:
         try:
             self._send_all()
         except BaseException as exc:
-            logger.exception("pressure executor %r: the sender thread failed", self._name)
+            _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the sender thread "
+                       "failed", self._name, exc_info=True, executor=self._name, part="sender thread")
             self._broken(f"the sender thread failed: {exc!r}")
 
     def _send_all(self) -> None:

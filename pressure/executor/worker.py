@@ -57,6 +57,7 @@ import redis
 from .. import identity
 from .._internal import attach, internal
 from .._scripts import CLAIM, SETTLE, ClaimStatus
+from .. import _log
 from ..connection import Backend, ConnectionConfig, PackedScript
 from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
@@ -66,7 +67,7 @@ from ..signing import Authkey, Signer, key_id, resolve_authkey
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 
-logger = logging.getLogger("pressure")
+logger = _log.WORKER
 
 #: How often a worker records that it is alive, and touches its running task's delivery.
 HEARTBEAT = 1.0
@@ -211,6 +212,11 @@ class _Worker:
                     if self.started is not None and time.monotonic() - self.started > SHORT_TASK:
                         waiting, self.held = list(self.held), collections.deque()
                         replies, self.done = self.done, []  # finished before it: not held back
+                if waiting:
+                    _log.event(logger, logging.DEBUG, "requeue", "worker %s: %d held tasks given back (behind "
+                               "a long task)", self.id, len(waiting), queue=self.keys.tasks,
+                               key=self.tasks.keys.base, executor=self.where.name, prefix=self.where.prefix,
+                               worker=self.id, count=len(waiting), reason="given_back")
                 self.give_back(waiting)
                 self.finish_batch(replies, forget=False)
                 if time.monotonic() - last_beat >= HEARTBEAT:
@@ -267,8 +273,10 @@ class _Worker:
             task = delivery.item
             if not _is_task(task):
                 self.link.bury(delivery)
-                logger.error("worker %s: an item of the task queue %r is not a task (moved to its "
-                             "dead-letter list): %.200r", self.id, self.keys.tasks, task)
+                _log.event(logger, logging.ERROR, "dead_letter", "worker %s: an item of the task queue %r is "
+                           "not a task (moved to its dead-letter list): %.200r", self.id, self.keys.tasks, task,
+                           queue=self.keys.tasks, key=self.tasks.keys.base, executor=self.where.name,
+                           prefix=self.where.prefix, worker=self.id, count=1, reason="not_a_task")
                 return None
             return delivery, self.backend.script(self.claim_command, (
                 self.consumer, delivery.id, task.id, task.max_attempts, self.tasks.keys.inflight_prefix))
@@ -282,6 +290,10 @@ class _Worker:
         was given up on; None if it is not to run (cancelled, or a second copy)."""
         task = delivery.item
         if decision == ClaimStatus.GIVE_UP:
+            _log.event(logger, logging.WARNING, "task_given_up", "executor %r: task %s was started %d "
+                       "times and its worker died each time: not run again (WorkerLost)", self.where.name,
+                       task.id, task.max_attempts, executor=self.where.name, prefix=self.where.prefix,
+                       task=task.id, attempts=task.max_attempts, worker=self.id)
             lost = WorkerLost(f"task {task.id} was started {task.max_attempts} times and its worker "
                               f"died each time (max_attempts={task.max_attempts}): not run again")
             return pickle.dumps((False, lost, ""), pickle.HIGHEST_PROTOCOL)
@@ -360,11 +372,15 @@ class _Worker:
         try:
             self.finish()
         except PressureError as exc:
-            logger.warning("worker %s: replies wait: %s", self.id, exc)
+            _log.event(logger, logging.WARNING, "replies_wait", "worker %s: replies wait: %s", self.id, exc,
+                       executor=self.where.name, prefix=self.where.prefix, worker=self.id, error=str(exc))
 
     def loop(self) -> None:
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
+        _log.event(logger, logging.INFO, "worker_start", "worker %s started (executor %r, pid %d)", self.id,
+                   self.where.name, os.getpid(), executor=self.where.name, prefix=self.where.prefix,
+                   worker=self.id, pid=os.getpid())
         complaint = Complaint(logger, f"worker {self.id}")
         try:
             while not self.stop():
@@ -378,8 +394,7 @@ class _Worker:
                 except Empty:
                     complaint.succeeded()
                     continue
-                except DeserializationError as exc:  # dead-lettered by the queue
-                    logger.error("worker %s: a task message could not be read: %s", self.id, exc)
+                except DeserializationError:  # dead-lettered (and logged) by the queue
                     continue
                 except ShutDown:  # the executor's queue was deleted
                     return
@@ -410,6 +425,9 @@ class _Worker:
             self.tasks.disconnect()
             for queue in self.replies.values():
                 queue.disconnect()
+            _log.event(logger, logging.INFO, "worker_stop", "worker %s stopped (executor %r)", self.id,
+                       self.where.name, executor=self.where.name, prefix=self.where.prefix, worker=self.id,
+                       pid=os.getpid(), given_back=len(held))
 
 
 def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
@@ -430,9 +448,9 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
                 stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
                 complaint.succeeded()
                 if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
-                    logger.error("executor %r signs its tasks with a key this worker does not hold: start "
-                                 "workers with --authkey-file or PRESSURE_AUTHKEY (this worker stops)",
-                                 where.name)
+                    _log.event(logger, logging.ERROR, "authkey_mismatch", "executor %r signs its tasks with "
+                               "a key this worker does not hold: start workers with --authkey-file or "
+                               "PRESSURE_AUTHKEY (this worker stops)", where.name, executor=where.name)
                     return None
                 break
             except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
@@ -448,7 +466,8 @@ def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
             return True
         except BaseException as exc:  # noqa: BLE001
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            logger.error("worker initializer failed:\n%s", text)
+            _log.event(logger, logging.ERROR, "initializer_failed", "worker initializer failed:\n%s", text,
+                       executor=where.name, prefix=where.prefix, error=repr(exc))
             client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
             return False
     finally:
@@ -479,7 +498,8 @@ def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[...,
     try:
         status = run_worker(where, lambda: stopping.value != 0, initializer, initargs)
     except Exception:
-        logger.exception("worker process %d crashed", os.getpid())
+        _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
+                   exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
         status = 2
     raise SystemExit(status)
 
@@ -555,6 +575,9 @@ class WorkerPool:
 
     def start(self) -> WorkerPool:
         self.procs = [self._spawn() for _ in range(self.processes)]
+        _log.event(logger, logging.INFO, "pool_start", "%d workers for executor %r started", self.processes,
+                   self.where.name, executor=self.where.name, prefix=self.where.prefix,
+                   processes=self.processes, pids=[proc.pid for proc in self.procs])
         return self
 
     def check(self) -> int:
@@ -563,8 +586,9 @@ class WorkerPool:
         replaced = 0
         for i, proc in enumerate(self.procs):
             if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stopping.value:
-                logger.warning("worker process %s died (exit code %s): starting another",
-                               proc.pid, proc.exitcode)
+                _log.event(logger, logging.WARNING, "worker_lost", "worker process %s died (exit code %s): "
+                           "starting another", proc.pid, proc.exitcode, executor=self.where.name,
+                           prefix=self.where.prefix, pid=proc.pid, exitcode=proc.exitcode)
                 self.procs[i] = self._spawn()
                 replaced += 1
         return replaced
@@ -578,6 +602,9 @@ class WorkerPool:
         if wait:
             for proc in self.procs:
                 proc.join(timeout)
+        _log.event(logger, logging.INFO, "pool_stop", "workers for executor %r told to stop%s", self.where.name,
+                   " (and stopped)" if wait else "", executor=self.where.name, prefix=self.where.prefix,
+                   processes=len(self.procs), alive=self.alive())
 
     def __enter__(self) -> WorkerPool:
         return self.start()
@@ -602,7 +629,6 @@ def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         pool.start()
-        logger.info("%d workers for executor %r started", pool.processes, name)
         while not stopping.wait(1.0):
             pool.check()
     finally:

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .. import _log
 from .._internal import attach, internal
 from ..errors import Empty, PressureError, QueueDoesNotExist, SerializationError, ShutDown
 from ..ordered import queue_class
@@ -146,7 +147,9 @@ class BatchReader(DataSourceReader):
                         if not opts.dead_letter:
                             raise
                         link.bury(d)
-                        logger.warning("queue %r: %s (moved to the dead-letter list)", opts.name, exc)
+                        _log.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (moved to the "
+                                   "dead-letter list)", opts.name, exc, queue=opts.name, prefix=opts.prefix,
+                                   count=1, reason="undecodable_row")
                         continue
                     yield row
                 if time.monotonic() - last_touch > touch_every:

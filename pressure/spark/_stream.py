@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .. import _log as _events
 from ..errors import SerializationError
 from .log import QueueLog
 from ._options import SourceOptions
@@ -116,8 +117,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     if not self._opts.dead_letter:
                         raise
                     log.bury(entry.number)
-                    logger.warning("queue %r: %s (copied to the dead-letter list)",
-                                   self._opts.name, exc)
+                    _events.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (copied to the "
+                               "dead-letter list)", self._opts.name, exc, queue=self._opts.name,
+                               prefix=self._opts.prefix, count=1, reason="undecodable_row")
                     continue
                 yield row
         finally:

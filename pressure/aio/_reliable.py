@@ -1,0 +1,173 @@
+"""Reliable mode for ``AsyncQueue`` (``reliable=True``): what a get returns stays in the
+handle's in-flight list in Redis until acknowledged, exactly as with the sync
+``pressure.Queue(reliable=True)`` (pressure/reliable.py), with the same scripts (ack.lua,
+requeue.lua, touch.lua through their pressure._scripts bindings) and the same keys, so sync
+and async reliable consumers share one queue.
+
+``AsyncDelivery`` is ``pressure.Delivery`` with awaitable ``ack()``, ``release()`` and
+``touch()``. ``task_done()`` acknowledges the handle's oldest delivery; each settlement is
+one script, shielded: cancelling the caller never leaves it half done (it completes, and
+its bookkeeping with it). A get cancelled before it returned names the deliveries the
+handle holds to get.lua 'cancel', which returns only the others (never received) to the
+handle's inbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import redis
+
+from .. import _log
+from .._records import _parse_entry
+from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
+from .._validate import Options
+from ..errors import BackendError, OutcomeUnknown
+from ..keys import QueueKeys
+from ._link import _Link
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ..errors import QueueDoesNotExist
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class AsyncDelivery(Generic[T]):
+    """One delivery of an item (``pressure.Delivery`` for asyncio): ``await d.ack()``,
+    ``await d.release()``, ``await d.touch()``. In reliable mode the item stays in Redis,
+    in this handle's in-flight list, until it is acknowledged or released (or its
+    visibility timeout passes, or the handle's process dies)."""
+
+    #: The item.
+    item: T
+    #: The delivery number (unique per queue).
+    id: str
+    #: How many times the item has been delivered, this one included.
+    deliveries: int
+    #: When it was delivered (Unix time, by the server's clock).
+    delivered_at: float
+    #: The identifier of the consumer it was delivered to.
+    consumer: str
+    _queue: _Settling[T] = field(repr=False)
+    #: A task_done() for it may have run (its reply was lost): another counts only if not.
+    _unsure: bool = field(default=False, repr=False)
+
+    async def ack(self) -> bool:
+        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
+        return await self._queue._settle(self, "ack")
+
+    async def release(self) -> bool:
+        """Give the item back, to the head of the queue (past ``max_deliveries``, to the
+        dead-letter list). False if it was already acknowledged or requeued."""
+        return await self._queue._settle(self, "release")
+
+    async def touch(self) -> bool:
+        """Restart this delivery's visibility timeout (while processing takes longer than
+        it). False if it was already acknowledged or requeued."""
+        queue = self._queue
+        await queue.open()
+        return bool(await queue._link.run(TOUCH.name + queue._variant, (queue._keys.inflight(self.consumer),),
+                                          TOUCH.check((self.id,))))
+
+
+class _Settling(Generic[T]):
+    """Settling deliveries: a base class of ``AsyncQueue`` (its state is the handle's)."""
+
+    _link: _Link
+    _name: str
+    _keys: QueueKeys
+    _options: Options
+    _variant: str
+    _cid: str
+    _unacked: collections.deque[AsyncDelivery[T]]
+    _holding: dict[str, AsyncDelivery[T]]
+    _settle_lock: asyncio.Lock
+    open: Callable[[], Awaitable[Any]]
+    _missing: Callable[..., Awaitable[QueueDoesNotExist]]
+
+    def _delivery(self, entry: bytes, item: T) -> AsyncDelivery[T]:
+        seq, deliveries, ms, _ = _parse_entry(entry)
+        if deliveries > 1:
+            _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                       "(delivery %d)", self._name, seq, deliveries, queue=self._name, key=self._keys.base,
+                       delivery=seq, deliveries=deliveries, consumer=self._cid)
+        return AsyncDelivery(item, seq, deliveries, ms / 1000, self._cid, self)
+
+    def _hold(self, deliveries: list[AsyncDelivery[T]], track: bool) -> None:
+        """Reliable mode: the handle holds ``deliveries`` until they are settled (``track``:
+        task_done acknowledges them, oldest first)."""
+        if not self._options.reliable:
+            return
+        for delivery in deliveries:
+            self._holding[delivery.id] = delivery
+        if track:
+            self._unacked.extend(deliveries)
+
+    def _received_ids(self, last: list[str]) -> list[str]:
+        """The delivery numbers get.lua 'cancel' must leave in the in-flight list: in
+        reliable mode every delivery the handle holds; else those the last get returned."""
+        if self._options.reliable:
+            return list(self._holding)
+        return last
+
+    def _forget(self, delivery: AsyncDelivery[T]) -> None:
+        self._holding.pop(delivery.id, None)
+        try:
+            self._unacked.remove(delivery)
+        except ValueError:
+            pass
+
+    async def _settle(self, delivery: AsyncDelivery[T], how: str) -> bool:
+        """Ack or release ``delivery``: one script and its bookkeeping, shielded together."""
+        await self.open()
+        return bool(await self._link.shielded(self._settle_now(delivery, how)))
+
+    async def _settle_now(self, delivery: AsyncDelivery[T], how: str) -> bool:
+        k, variant = self._keys, self._variant
+        if how == "ack":
+            acked, _ = await self._link.run(ACK.name + variant, (*ACK.keys(k), k.inflight(delivery.consumer)),
+                                            ACK.check((delivery.id, "0")))
+            self._forget(delivery)
+            return bool(acked)
+        requeued, dead = await self._link.run(REQUEUE.name + variant, REQUEUE.keys(k), REQUEUE.check((
+            "release", k.inbox_prefix, k.inflight_prefix, self._options.max_deliveries_arg,
+            delivery.consumer, delivery.id, "", k.held_prefix, "", "")))
+        self._forget(delivery)
+        return bool(requeued or dead)
+
+    async def _task_done_reliable(self) -> bool:
+        """task_done() in reliable mode: acknowledge the oldest delivery and count its task,
+        exactly once across lost replies (as the sync handle: after a lost reply, ask again
+        in the form that counts only if the first did not run). False if the handle holds
+        no delivery (then task_done counts a task of no delivery, as the sync handle does)."""
+        async with self._settle_lock:
+            if not self._unacked:
+                return False
+            delivery = self._unacked[0]
+            k, variant = self._keys, self._variant
+            keys = (*ACK.keys(k), k.inflight(delivery.consumer))
+            try:
+                _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check(
+                    (delivery.id, "2" if delivery._unsure else "1")))
+            except OutcomeUnknown as exc:
+                delivery._unsure = True
+                if isinstance(exc.__cause__, redis.TimeoutError):
+                    raise
+                try:
+                    _,
+                    unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
+                except BackendError:
+                    raise exc from exc.__cause__  # still unknown: task_done() again will tell
+            self._forget(delivery)
+        if unfinished == AckStatus.TOO_MANY:
+            raise ValueError("task_done() called too many times")
+        if unfinished == AckStatus.NO_QUEUE:
+            raise await self._missing()
+        return True
