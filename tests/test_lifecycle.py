@@ -706,3 +706,14 @@ def test_aio_dead_letters_an_unreadable_item_through_the_lifecycle_scripts(make_
 
     assert asyncio.run(main()) == 1
     assert [d.payload for d in q.dead_letters()] == [b"not json"]
+
+
+def test_a_dead_lettered_item_leaves_no_ttl_or_ttr_behind(make_queue: Any, r: redis.Redis) -> None:
+    """Its field in :pressure:meta goes with it (purge_dead would otherwise leave it forever)."""
+    q = make_queue("deadmeta", reliable=True, max_deliveries=1)
+    q.put("x", ttl=600, ttr=600)
+    q.receive(block=False).release()  # past max_deliveries: dead-lettered
+    q.put("y", ttr=600)
+    q.receive(block=False).bury()
+    assert r.exists(q.keys.meta) == 0
+    assert q.purge_dead() == 2

@@ -65,11 +65,12 @@ local delay = tonumber(ARGV[9]) or 0
 local meta, counts_key, reason = KEYS[15], KEYS[16], ARGV[10]
 local utube = KEYS[17]
 
--- an item goes to the dead letters: its key (utube), if it has one, lets the next one in
+-- an item goes to the dead letters: its ttl, ttr and key go (a kicked item starts afresh), and
+-- its key (utube), if it has one, lets the next one in
 local function dead_lettered(payload)
   if redis.call('EXISTS', meta) == 0 then return end
   local m = meta_of(meta, payload)
-  if m and m.key then
+  if m then
     utube_done(utube, m, items_key, items_push_all)
     redis.call('HDEL', meta, redis.sha1hex(payload))
   end
