@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
            "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE", "TOUCH",
-           "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "QUEUE_SCRIPTS",
+           "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ", "QUEUE_SCRIPTS",
            "OTHER_SCRIPTS"]
 
 
@@ -374,9 +374,11 @@ LOG_APPEND = Script("log_append", lambda inflight, log, tail, producer, logs: (i
                     ("group",), more_argv="deliveries")
 #: keys: the log and its committed number; the committed number after the call
 LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upto",))
+#: keys: the log; a range of it as three strings (entries' numbers, items, producers)
+LOG_READ = Script("log_read", lambda log: (log,), ("first", "last", "count"))
 
 #: Every binding above, for the check against the scripts' headers: those whose fixed KEYS
 #: come from a ``QueueKeys``, and the others.
 QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
                  REQUEUE, KICK, REPAIR, STATS, FIND_ITEM)
-OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT)
+OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT, LOG_READ)

@@ -89,6 +89,30 @@ def test_a_fresh_create_drops_logs_a_spec_delete_left(make_queue: Any, url: str,
     q2.delete()
 
 
+def test_read_chunks_cut_items_of_any_bytes(make_queue: Any, url: str, prefix: str) -> None:
+    """log_read.lua's reply is three strings cut by lengths: items holding spaces, digits,
+    newlines or nothing come back whole, across chunks (2000 per round trip)."""
+    q = make_queue("q", serializer="bytes")
+    odd = [b"", b" ", b"1 2 3", b"\n\x00-0", "é".encode(), b"x" * 5000]
+    items = [odd[i % len(odd)] + str(i).encode() * (i % 3) for i in range(4500)]
+    for start in range(0, len(items), 1000):
+        q.put_many(items[start:start + 1000])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert log.take(len(items)) == len(items)
+    chunks = list(log.read_chunks(0, 4500))
+    assert [len(c) for c in chunks] == [2000, 2000, 500]
+    assert [p for c in chunks for p in c.payloads] == items
+    assert [n for c in chunks for n in c.numbers] == list(range(1, 4501))
+    entries = list(log.read(4000, 4500))
+    assert [e.payload for e in entries] == items[4000:]
+    assert [e.seq for e in entries] == sorted(e.seq for e in entries)
+    assert all(e.deliveries == 1 and e.producer == q.client_id and e.taken_at > 0 for e in entries)
+    log.commit(2500)
+    with pytest.raises(pressure.PressureError, match="no longer holds entry 2500"):
+        list(log.read_chunks(2499, 4500))
+    assert sum(map(len, log.read_chunks(2500, 4500))) == 2000
+
+
 def test_ordered_queues(make_queue: Any, url: str, prefix: str) -> None:
     pq = pressure.PriorityQueue("pq", url=url, prefix=prefix)
     for x in (5, 1, 3):

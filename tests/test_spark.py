@@ -296,6 +296,22 @@ def test_stream_read_survives_a_killed_planner(spark: SparkSession, make_queue: 
     assert sorted(values) == list(range(300))
 
 
+def test_stream_read_text_rows_with_metadata(spark: SparkSession, make_queue: Any,
+                                             opts: dict[str, str], tmp_path: Path) -> None:
+    """A ``value string`` schema (its rows go to Spark as Arrow batches) with the metadata."""
+    q = make_queue("texts", serializer="json")
+    q.put_many(["a", {"k": 1}, 7, "é"])
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    query = (spark.readStream.format("pressure").options(**opts, serializer="json", includeMetadata="true")
+             .load("texts").writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    rows = sorted(spark.read.parquet(str(out)).collect(), key=lambda row: row._seq)
+    assert [row.value for row in rows] == ["a", '{"k": 1}', "7", "é"]
+    assert [row._seq for row in rows] == [1, 2, 3, 4]
+    assert {(row._deliveries, row._producer) for row in rows} == {(1, q.client_id)}
+
+
 def _planner_pids() -> list[int]:
     import psutil
 

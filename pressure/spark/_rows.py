@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -34,7 +36,8 @@ from ..errors import DeserializationError, SerializationError
 from ..serializers import resolve
 from ..signing import Signer
 
-__all__ = ["METADATA", "Decoder", "default_schema", "row_encoder", "with_metadata"]
+__all__ = ["METADATA", "Decoder", "arrow_schema", "default_schema", "record_batch", "row_encoder",
+           "with_metadata"]
 
 #: The metadata columns, in order.
 METADATA = (StructField("_seq", LongType(), False), StructField("_deliveries", IntegerType(), False),
@@ -55,6 +58,28 @@ def with_metadata(schema: StructType, include_metadata: bool) -> StructType:
     fields = list(schema.fields)
     fields += [field for field in METADATA if field.name not in schema.names]
     return StructType(fields)
+
+
+#: The column types whose rows a reader hands Spark as Arrow batches (values a Decoder makes
+#: for them always fit: Spark's own per-value conversion would change nothing).
+_ARROW_TYPES = (BinaryType, StringType, LongType, IntegerType)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema | None:
+    """Spark's Arrow schema for ``schema`` if its rows go to Spark as Arrow batches: a ``value``
+    column of type binary or string, and metadata columns. None for any other schema."""
+    names = [f.name for f in schema.fields if f.name not in _METADATA_NAMES]
+    if names != ["value"] or not isinstance(schema["value"].dataType, (BinaryType, StringType)):
+        return None
+    if not all(isinstance(f.dataType, _ARROW_TYPES) for f in schema.fields):
+        return None
+    return cast("pa.Schema", to_arrow_schema(schema, timezone="UTC"))
+
+
+def record_batch(schema: pa.Schema, columns: list[list[Any]]) -> pa.RecordBatch:
+    """The rows of ``columns`` (in ``schema``'s order) as one Arrow batch."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema)], schema=schema)
 
 
 def _as_text(item: Any) -> str:
@@ -120,6 +145,22 @@ class Decoder:
         row = dict(zip(self._names, values))
         row.update(meta)
         return tuple(row[name] for name in self._order)
+
+    def columns(self, payloads: list[bytes], meta: Mapping[str, list[Any]]) -> list[list[Any]]:
+        """The rows of many payloads as columns, in the schema's order (``meta``: a list per
+        metadata column); raises on the first payload that does not make a row (then ``__call__``
+        per payload says which, and how)."""
+        if self._signer is not None:
+            payloads = list(map(self._signer.verify, payloads))
+        items = list(map(self._serializer.loads, payloads))
+        if self._single is not None:
+            values = [list(map(self._single, items))]
+        else:
+            rows = list(map(self._values, items))
+            values = [list(column) for column in zip(*rows)] if rows else [[] for _ in self._names]
+        by_name = dict(zip(self._names, values))
+        by_name.update(meta)
+        return [by_name[name] for name in self._order]
 
     def _values(self, item: Any) -> tuple[Any, ...]:
         if self._single is not None:

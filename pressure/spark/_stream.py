@@ -32,10 +32,10 @@ from pyspark.sql.types import StructType
 
 from .. import _log as _events
 from ..errors import SerializationError
-from .log import QueueLog
+from .log import LogChunk, QueueLog
 from ._options import SourceOptions
 from ._batch import payload_signer
-from ._rows import Decoder
+from ._rows import Decoder, arrow_schema, record_batch
 
 __all__ = ["StreamReader"]
 
@@ -103,27 +103,41 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         size = math.ceil((last - first) / self._opts.num_partitions)
         return [InputPartition((lo, min(lo + size, last))) for lo in range(first, last, size)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         after, upto = partition.value
         log = _log(self._opts)
         decode = Decoder(self._schema, self._opts.serializer, payload_signer(self._opts))
+        arrow = arrow_schema(self._schema)
         try:
-            for entry in log.read(after, upto):
+            for chunk in log.read_chunks(after, upto):
                 try:
-                    row = decode(entry.payload, entry.number, {
-                        "_seq": entry.seq, "_deliveries": entry.deliveries,
-                        "_producer": entry.producer})
-                except SerializationError as exc:
-                    if not self._opts.dead_letter:
-                        raise
-                    log.bury(entry.number)
-                    _events.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (copied to the "
-                               "dead-letter list)", self._opts.name, exc, queue=self._opts.name,
-                               prefix=self._opts.prefix, count=1, reason="undecodable_row")
-                    continue
-                yield row
+                    columns = decode.columns(chunk.payloads, {
+                        "_seq": chunk.seqs, "_deliveries": chunk.deliveries, "_producer": chunk.producers})
+                except Exception:  # noqa: BLE001 - the rows one by one say which, and how
+                    columns = self._rows_one_by_one(log, decode, chunk)
+                if arrow is not None:
+                    yield record_batch(arrow, columns)
+                else:
+                    yield from zip(*columns)
         finally:
             log.disconnect()
+
+    def _rows_one_by_one(self, log: QueueLog, decode: Decoder, chunk: LogChunk) -> list[list[Any]]:
+        """The columns of ``chunk``'s rows, each made on its own: a row that cannot be made
+        raises, or with ``deadLetter`` is copied to the dead-letter list and left out."""
+        rows = []
+        for entry in chunk.entries():
+            try:
+                rows.append(decode(entry.payload, entry.number, {
+                    "_seq": entry.seq, "_deliveries": entry.deliveries, "_producer": entry.producer}))
+            except SerializationError as exc:
+                if not self._opts.dead_letter:
+                    raise
+                log.bury(entry.number)
+                _events.event(logger, logging.WARNING, "dead_letter", "queue %r: %s (copied to the "
+                           "dead-letter list)", self._opts.name, exc, queue=self._opts.name,
+                           prefix=self._opts.prefix, count=1, reason="undecodable_row")
+        return [list(column) for column in zip(*rows)] if rows else [[] for _ in self._schema.fields]
 
     def commit(self, end: dict[str, int]) -> None:
         self._queue_log().commit(int(end["offset"]))

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import redis
 
 from .._internal import attach, internal
-from .._scripts import LOG_APPEND, LOG_COMMIT
+from .._scripts import LOG_APPEND, LOG_COMMIT, LOG_READ
 from ..connection import ConnectionConfig
 from ..errors import PressureError
 from ..keys import KINDS, resolve_prefix
@@ -34,10 +35,12 @@ from ..ordered import queue_class
 from ..queue import Queue
 from ..signing import resolve_authkey
 
-__all__ = ["LogEntry", "QueueLog"]
+__all__ = ["LogChunk", "LogEntry", "QueueLog"]
 
-#: Items per round trip, both ways (get.lua returns at most 1000 at once).
+#: Items per round trip taken into the log (get.lua returns at most 1000 at once).
 _CHUNK = 1000
+#: Entries per round trip read from the log (log_read.lua: one reply of three strings).
+_READ_CHUNK = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,34 @@ class LogEntry:
     #: The identifier of the queue's producer at that time (``:producer``: the last client
     #: that took the producer role, so the item's own producer only if it was the last).
     producer: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    """Consecutive logged items, as columns (what ``LogEntry`` holds, one list per field)."""
+
+    numbers: range
+    payloads: list[bytes]
+    seqs: list[int]
+    deliveries: list[int]
+    #: When each was taken, in milliseconds (Unix time, the server's clock).
+    taken_ms: list[int]
+    producers: list[str]
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def entries(self) -> Iterator[LogEntry]:
+        """The chunk's entries, one by one."""
+        for number, payload, seq, deliveries, ms, producer in zip(
+                self.numbers, self.payloads, self.seqs, self.deliveries, self.taken_ms, self.producers):
+            yield LogEntry(number, payload, seq, deliveries, ms / 1000, producer)
+
+
+def _slices(blob: bytes, lengths: list[int]) -> list[bytes]:
+    """``blob`` cut into consecutive pieces of ``lengths``."""
+    ends = list(accumulate(lengths))
+    return list(map(blob.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 class QueueLog:
@@ -157,27 +188,33 @@ class QueueLog:
     def read(self, after: int, upto: int) -> Iterator[LogEntry]:
         """The entries numbered ``after + 1`` to ``upto``, in order, as often as asked until
         committed. Raises PressureError if some of them were committed already."""
+        for chunk in self.read_chunks(after, upto):
+            yield from chunk.entries()
+
+    def read_chunks(self, after: int, upto: int) -> Iterator[LogChunk]:
+        """What ``read`` reads, a chunk of consecutive entries per round trip (the way to read
+        many: a few list operations per chunk, not a dozen reply elements per entry)."""
         if upto <= after:
             return
         link = internal(self._queue)
         unwrap = link.unwrap
-        start = f"{after + 1}-0"
+        keys = LOG_READ.keys(self._log)
         expected = after + 1
         while expected <= upto:
-            batch = link.call("XRANGE", "xrange", self._log, start, f"{upto}-0", count=_CHUNK)
-            if not batch:
-                break
-            for raw_id, fields in batch:
-                number = int(raw_id.split(b"-", 1)[0])
-                if number != expected:
-                    break
-                yield LogEntry(number, unwrap(fields[b"i"]), int(fields[b"s"]), int(fields[b"d"]),
-                               int(fields[b"t"]) / 1000, fields[b"p"].decode(errors="replace"))
-                expected += 1
-            else:
-                start = f"{expected}-0"
-                continue
-            break
+            meta_raw, items, producers = link.run(
+                LOG_READ.name, keys, LOG_READ.check((expected, upto, _READ_CHUNK)), mutating=False)
+            meta = list(map(int, meta_raw.split()))
+            numbers = range(expected, expected + len(meta) // 6)
+            if not numbers or meta[0::6] != list(numbers):
+                break  # the next one expected is gone (committed): said below
+            payloads = _slices(items, meta[4::6])
+            if not self._queue._STORES_PAYLOADS:
+                payloads = list(map(unwrap, payloads))
+            raw = _slices(producers, meta[5::6])
+            names = {p: p.decode(errors="replace") for p in set(raw)}  # mostly one producer
+            yield LogChunk(numbers, payloads, meta[1::6], meta[2::6], meta[3::6],
+                           list(map(names.__getitem__, raw)))
+            expected = numbers.stop
         if expected <= upto:
             raise PressureError(
                 f"log {self._group!r} of queue {self._name!r} no longer holds entry {expected} "
