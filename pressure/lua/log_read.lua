@@ -13,13 +13,14 @@ local log = KEYS[1]
 local first, last, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local entries = redis.call('XRANGE', log, first .. '-0', last .. '-0', 'COUNT', count)
 local meta, items, producers = {}, {}, {}
+local m = 0
 for n, entry in ipairs(entries) do
-  local fields, f = entry[2], {}
-  for j = 1, #fields, 2 do f[fields[j]] = fields[j + 1] end
-  local item, producer = f['i'] or '', f['p'] or ''
-  meta[n] = string.match(entry[1], '^(%d+)-') .. ' ' .. (f['s'] or '0') .. ' ' .. (f['d'] or '0') ..
-            ' ' .. (f['t'] or '0') .. ' ' .. #item .. ' ' .. #producer
-  items[n] = item
-  producers[n] = producer
+  -- fields i, s, d, t, p: the order log_append.lua writes them in
+  local f = entry[2]
+  local item, producer = f[2], f[10]
+  meta[m + 1], meta[m + 2], meta[m + 3] = string.sub(entry[1], 1, -3), f[4], f[6]
+  meta[m + 4], meta[m + 5], meta[m + 6] = f[8], #item, #producer
+  m = m + 6
+  items[n], producers[n] = item, producer
 end
 return {table.concat(meta, ' '), table.concat(items), table.concat(producers)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,12 +48,52 @@ def _log(opts: SourceOptions) -> QueueLog:
                                  kind=opts.kind, visibility_timeout=opts.visibility_timeout)
 
 
+class _Prefetch:
+    """Takes the next micro-batch's items into the log in a thread of the planning process,
+    while Spark runs the current one (its own connection). What it takes is in the log, so
+    it is planned next however the query ends: the log's guarantee, not this class's."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self._opts = opts
+        self._log: QueueLog | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, n: int) -> None:
+        """Take up to ``n`` items into the log, in the background."""
+        self.wait()
+        if self._log is None:
+            self._log = _log(self._opts)
+        self._thread = threading.Thread(target=self._take, args=(self._log, n),
+                                        name="pressure-spark-prefetch", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _take(log: QueueLog, n: int) -> None:
+        try:
+            log.take(n)
+        except Exception:  # noqa: BLE001 - the next latestOffset takes them itself, and raises
+            logger.debug("taking the next micro-batch's items ahead failed", exc_info=True)
+
+    def wait(self) -> None:
+        """Until the prefetch under way (if any) is done."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def close(self) -> None:
+        self.wait()
+        if self._log is not None:
+            self._log.disconnect()
+            self._log = None
+
+
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self._opts = opts
         self._schema = schema
         self._target: int | None = None
         self._open: QueueLog | None = None
+        self._prefetch = _Prefetch(opts)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self._opts, "schema": self._schema, "target": self._target}
@@ -60,6 +101,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._opts, self._schema, self._target = state["opts"], state["schema"], state["target"]
         self._open = None
+        self._prefetch = _Prefetch(self._opts)
 
     def _queue_log(self) -> QueueLog:
         """The log, connected once in the long-lived process that plans the query."""
@@ -81,6 +123,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, int] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, int]:
         log = self._queue_log()
+        self._prefetch.wait()
         begin = int(start["offset"]) if start else log.committed()
         end = math.inf
         if isinstance(limit, ReadMaxRows):
@@ -94,7 +137,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = tail + log.queue.qsize()
         if tail < end:
             tail = log.take(int(end - tail))
-        return {"offset": int(min(tail, end))}
+        planned = int(min(tail, end))
+        if end != math.inf and tail >= end:
+            # a full batch: take the next one while Spark runs this one (up to the target)
+            ahead = planned + (planned - begin)
+            if self._target is not None:
+                ahead = min(ahead, self._target)
+            if ahead > tail:
+                self._prefetch.start(int(ahead - tail))
+        return {"offset": planned}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         first, last = int(start["offset"]), int(end["offset"])
@@ -143,5 +194,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._queue_log().commit(int(end["offset"]))
 
     def stop(self) -> None:
+        self._prefetch.close()
         if self._open is not None:
             self._open.disconnect()
