@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -71,6 +71,8 @@ class SparkJob:
     batch: int
     stream_batch: int
     tmp: str
+    #: what a path says about its last run, by case key (the stream reader's time split)
+    notes: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 def _value(i: int) -> str:
@@ -197,12 +199,27 @@ def read_stream_pressure(spark: SparkSession, job: SparkJob) -> float:
         query.awaitTermination()
         took = time.monotonic() - began
         _check("stream", sum(int(p["numInputRows"]) for p in query.recentProgress), job.rows)
+        job.notes["read-stream"] = _stream_split(took, query.recentProgress)
         _check("queue left", queue.qsize(), 0)
         return took
     finally:
         queue.delete()  # the group's log included
         queue.disconnect()
         shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def _stream_split(took: float, progress: Sequence[Any]) -> str:
+    """Where a stream query's time went, from Spark's progress reports: outside its
+    micro-batches (starting and stopping the query), planning (``latestOffset``: the driver
+    takes items into the log), the batches' tasks (``addBatch``), Spark's checkpoint and
+    planning steps (``walCommit``, ``commitOffsets``, ``queryPlanning``, ``getBatch``)."""
+    def total(*names: str) -> float:
+        return sum(int(p["durationMs"].get(name, 0)) for p in progress for name in names) / 1000
+
+    triggers = total("triggerExecution")
+    return (f"{len(progress)} micro-batches in {took:.2f} s: query start/stop {took - triggers:.2f} s, "
+            f"latestOffset {total('latestOffset'):.2f} s, addBatch {total('addBatch'):.2f} s, "
+            f"Spark's checkpoint+planning {total('walCommit', 'commitOffsets', 'queryPlanning', 'getBatch'):.2f} s")
 
 
 def read_batch_pressure(spark: SparkSession, job: SparkJob) -> float:
@@ -276,6 +293,8 @@ class SparkResult:
     rows: int
     seconds: list[float] = field(default_factory=list)
     error: str | None = None
+    #: what the path said about its best round
+    note: str | None = None
 
     @property
     def best(self) -> float | None:
@@ -338,6 +357,8 @@ def run_spark(url: str, config: BenchConfig) -> list[SparkResult]:
                     result.error = outcome
                     status = "error"
                 else:
+                    if not result.seconds or outcome < min(result.seconds):
+                        result.note = job.notes.get(case.key)
                     result.seconds.append(outcome)
                     status = f"{job.rows / max(outcome, 1e-9):,.0f} rows/s"
                 progress(f"  {case.label:<48} round {n + 1}  {status:>16}  "
@@ -368,6 +389,10 @@ def print_spark_report(results: list[SparkResult], config: BenchConfig) -> None:
           f"{config.spark_stream_batch:,} rows per micro-batch; best of {config.spark_rounds} "
           f"rounds after a warm-up run")
     print_lines(format_spark_table(results))
+    notes = [f"  - {r.case.label.split(maxsplit=1)[1]}, best round: {r.note}"
+             for r in results if r.note and not r.error]
+    if notes:
+        print_lines(notes, "where the time went:")
     errors = [f"  - {r.case.label}: {r.error}" for r in results if r.error]
     if errors:
         print_lines(errors, "notes:")
