@@ -11,7 +11,8 @@ items taken into the log but never planned are planned next. Rows a sink wrote
 before the kill and that the batch's replay writes again are the at-least-once
 window; Spark's file sinks drop such replays by batch id, so with them the
 output holds each row once. Spark commits a stream source one batch late, so the
-log keeps the last batch of a run until the next run (or query) on that group.
+log keeps the last batch of a run until the next run (or query) on that group,
+with the next batch's items when they were taken ahead (``_Prefetch``).
 """
 
 from __future__ import annotations
