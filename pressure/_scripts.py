@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
            "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "REPAIR", "RESTORE", "TOUCH",
-           "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "QUEUE_SCRIPTS",
+           "WAKE", "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "QUEUE_SCRIPTS",
            "OTHER_SCRIPTS"]
 
 
@@ -298,6 +298,17 @@ REPAIR = QueueScript("repair", lambda k: (k.base, k.bound, k.producer_free, k.co
 TOUCH = Script("touch", lambda: (), ("delivery",), call_keys=("inflight",))
 
 
+class WakeStatus(IntEnum):
+    """wake.lua's result."""
+
+    WOKEN = 1
+    NO_WAITER = 0
+
+
+#: keys: a queue's :pressure:waiter and :pressure:lease (its consumer waiting now)
+WAKE = Script("wake", lambda k: (k.waiter, k.lease), ("inbox_prefix",), WakeStatus)
+
+
 class RestoreStatus(IntEnum):
     """restore.lua's result."""
 
@@ -359,4 +370,4 @@ LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upt
 #: come from a ``QueueKeys``, and the others.
 QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
                  REQUEUE, KICK, REPAIR)
-OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT)
+OTHER_SCRIPTS = (TOUCH, WAKE, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT)
