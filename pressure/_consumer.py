@@ -87,6 +87,11 @@ class _Consumer(Generic[T]):
         # its own state
         #: reliable mode: this handle's deliveries not yet acknowledged, oldest first
         self.unacked: collections.deque[Delivery[T]] = collections.deque()
+        #: task_done()s posted whose acknowledgement did not run or lost its reply: sent
+        #: again by the next call (Reliability._settle_owed); errors posted ones replied
+        #: (None: the queue was gone), raised by the next call
+        self.owed: list[Delivery[T]] = []
+        self.ack_errors: list[Exception | None] = []
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
         self.waited = True
