@@ -257,8 +257,7 @@ class _Consumer(Generic[T]):
                         now = time.monotonic()
                         if now >= busy_deadline:
                             raise Empty(f"queue {self.name!r} is empty")
-                        if interrupt is not None and interrupt():
-                            raise Empty(f"queue {self.name!r}: the wait was interrupted")
+                        # (it takes the role back from a dead holder first, interrupted or not)
                         self.roles.wait_for_role(CONSUMER, busy_deadline - now)
                         if interrupt is not None and interrupt():
                             raise Empty(f"queue {self.name!r}: the wait was interrupted")

@@ -253,7 +253,9 @@ class _Worker:
     def fetch(self) -> None:
         """Take what is queued now (up to ``prefetch`` while tasks are short; one round trip),
         else wait a little for one task; hold them."""
-        got = self.link.receive_many(self.where.prefetch if self.short else 1)
+        # one at a time (the first task, or after a long one): the blocking get takes a queued
+        # task as well, in one round trip instead of two
+        got = self.link.receive_many(self.where.prefetch) if self.short else []
         if not got:
             # woken through Redis when told to stop (WorkerPool.stop): never waits out the slice
             got = [self.link.receive(_POLL, self.stop)]
