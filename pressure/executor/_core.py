@@ -293,8 +293,8 @@ class _Core:
                 deferred = True
         self._thread = threading.Thread(target=self._collect, args=(deferred,),
                                         name=f"pressure-executor-{self._id}")
+        self._sender.start(self._id)  # first: the first task goes out while the other starts
         self._thread.start()
-        self._sender.start(self._id)
 
     def _alive_anywhere(self) -> bool:
         """Whether a worker of this name, on any host, was heard from lately (one round trip)."""
