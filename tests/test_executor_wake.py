@@ -119,3 +119,47 @@ def test_shutdown_of_an_idle_executor_wakes_everything(url: str, prefix: str,
     threading.Thread(target=lambda: (ex.shutdown(wait=True), done.set()), daemon=True).start()
     assert done.wait(SOON)
     assert all(p.exitcode == 0 for p in pool.procs)
+
+
+def _exit_quietly() -> None:
+    """A forked child's whole life: it ends as multiprocessing ends it (threading's exit hooks)."""
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="no fork")
+def test_a_forked_child_leaves_the_parents_executor_alone(url: str, prefix: str) -> None:
+    """Local workers are forked now: a child inherits the parent's executors, and runs
+    threading's exit hooks as it ends. Those are the parent's to finish: an executor never
+    used must keep its queues (before the fix the child deleted an anonymous one's keys)."""
+    import multiprocessing
+
+    ex = pressure.Executor(url=url, prefix=prefix, max_workers=1, local_workers=False)
+    child = multiprocessing.get_context("fork").Process(target=_exit_quietly)
+    child.start()
+    child.join(SOON)
+    assert child.exitcode == 0
+    assert ex._core._results.exists and ex._core._tasks.exists
+    ex.shutdown()
+
+
+_FORK_AND_EXIT = """
+import os, sys, pressure
+ex = pressure.Executor(url=sys.argv[1], prefix=sys.argv[2], max_workers=1, local_workers=False)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # ends as a Python program does: threading's and atexit's hooks
+os.waitpid(pid, 0)
+print(ex._core._results.exists, ex._core._tasks.exists)
+ex.shutdown()
+"""
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="no fork")
+def test_a_child_of_os_fork_exiting_normally_leaves_the_parents_executor_alone(url: str, prefix: str) -> None:
+    """The same for a plain os.fork() child that ends with sys.exit (atexit runs the
+    Executor's finalizer there)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FORK_AND_EXIT, url, prefix], capture_output=True, text=True,
+                         timeout=SOON, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr

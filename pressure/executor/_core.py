@@ -144,6 +144,7 @@ class _Core:
         outage_limit: float = 60.0,
     ) -> None:
         self._outage_limit = outage_limit  # pressure.executor.OUTAGE_LIMIT, as the Executor was made
+        self._pid = os.getpid()  # the process whose executor this is (not a forked child)
         self._anonymous = name is None
         self._authkey = authkey
         self._dumps = dumps
@@ -500,5 +501,7 @@ class _Core:
         self._backend.disconnect()
 
     def _release(self) -> None:
-        """The Executor was collected without shutdown(): finish what is pending, then clean up."""
-        self.shutdown(wait=False)
+        """The Executor was collected without shutdown(): finish what is pending, then clean up.
+        Not in a forked child ending (at exit): the executor is its parent's."""
+        if os.getpid() == self._pid:
+            self.shutdown(wait=False)
