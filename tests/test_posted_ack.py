@@ -144,3 +144,18 @@ def test_join_in_another_process_sees_every_task_done(url: str, prefix: str, the
         proc.kill()
         proc.join()
     q.delete()
+
+
+def test_an_error_a_posted_ack_replied_is_raised_by_the_next_call(url: str, prefix: str, r: redis.Redis) -> None:
+    """task_done() returns before its reply; what the reply refuses (here: more task_done()s
+    than items, the counter having been moved under it) is raised by the handle's next call,
+    once."""
+    q = _reliable(url, prefix)
+    q.put("a")
+    assert q.get(timeout=SOON) == "a"
+    r.set(q.keys.tasks_done, r.get(q.keys.produced_messages) or 0)
+    q.task_done()  # posted: returns before the reply says "too many"
+    with pytest.raises(ValueError, match="task_done"):
+        q.join()
+    q.join()  # raised once: the count is what it is now
+    q.delete()
