@@ -174,6 +174,8 @@ class _Core:
         self._futures: dict[str, _TaskFuture] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
+        #: held while another thread wakes the result thread: its connections stay open meanwhile
+        self._waking = threading.Lock()
         self._shutdown = False
         self._cleaned = False
         self._broken: str | None = None
@@ -246,13 +248,14 @@ class _Core:
     def _wake_collector(self) -> None:
         """Wake the result thread now (it looks whether it is done): an empty message in its
         result queue, which it ignores. Without Redis it looks at its next slice."""
-        with self._lock:
-            if self._futures or self._cleaned:
-                return  # it ends with the last result anyway
-        try:
-            self._results.put(WAKE_MESSAGE, timeout=_POLL)
-        except PressureError as exc:
-            logger.debug("pressure executor %r: cannot wake the result thread: %s", self._name, exc)
+        with self._waking:  # the result thread's cleanup closes the connections after this
+            with self._lock:
+                if self._futures or self._cleaned:
+                    return  # it ends with the last result anyway, or has ended
+            try:
+                self._results.put(WAKE_MESSAGE, timeout=_POLL)
+            except PressureError as exc:
+                logger.debug("pressure executor %r: cannot wake the result thread: %s", self._name, exc)
 
     # -- inspection ---------------------------------------------------------------
 
@@ -496,9 +499,10 @@ class _Core:
                 time.sleep(_POLL)
                 continue
             steps.pop(0)
-        self._results.disconnect()
-        self._tasks.disconnect()
-        self._backend.disconnect()
+        with self._waking:  # a wake-up being sent from another thread finishes first
+            self._results.disconnect()
+            self._tasks.disconnect()
+            self._backend.disconnect()
 
     def _release(self) -> None:
         """The Executor was collected without shutdown(): finish what is pending, then clean up.
