@@ -253,13 +253,11 @@ local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong 
 local waiting = 0  -- delayed items
 local redelivered = look(redeliveries)
 local has_meta = look(meta)
-if present > 0 then
-  if look(delayed) then
-    local room = -1
-    if bound > 0 then room = bound - len end
-    waiting = move_due(delayed, items_key, room, items_push_all)
-    len = items_len(items_key)
-  end
+if look(delayed) then
+  local room = -1
+  if bound > 0 then room = bound - len end
+  waiting = move_due(delayed, items_key, room, items_push_all)
+  len = items_len(items_key)
 end
 
 -- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is dropped
