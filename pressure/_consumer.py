@@ -29,6 +29,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 import redis
@@ -84,6 +85,11 @@ class _Consumer(Generic[T]):
         # its own state
         #: reliable mode: this handle's deliveries not yet acknowledged, oldest first
         self.unacked: collections.deque[Delivery[T]] = collections.deque()
+        #: task_done()s posted whose acknowledgement did not run or lost its reply: sent
+        #: again by the next call (Reliability._settle_owed); errors posted ones replied
+        #: (None: the queue was gone), raised by the next call
+        self.owed: list[Delivery[T]] = []
+        self.ack_errors: list[Exception | None] = []
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
         self.waited = True
@@ -116,9 +122,12 @@ class _Consumer(Generic[T]):
 
     # -- one item ---------------------------------------------------------------------
 
-    def receive(self, block: bool, timeout: float | None) -> Delivery[T]:
+    def receive(self, block: bool, timeout: float | None,
+                interrupt: Callable[[], bool] | None = None) -> Delivery[T]:
         """``receive()``, except that a default-mode delivery stays in Redis (in flight) until
-        ``drop_received``: one the process dies before returning is requeued."""
+        ``drop_received``: one the process dies before returning is requeued. ``interrupt``:
+        checked each time a blocking wait is woken (``Internal.wake_waiter``, a slice's end, a
+        role given back); once true, the wait ends as if its timeout had passed (Empty)."""
         wait = _timeout_value(timeout) if block else None
         if wait is not None and wait < 0:
             self.refuse_negative_timeout()
@@ -127,7 +136,7 @@ class _Consumer(Generic[T]):
         self.roles.sweep_if_due()
         deadline = None if wait is None else time.monotonic() + wait
         while True:
-            entry = self.block(cid, wait) if block else self.nowait(cid)
+            entry = self.block(cid, wait, interrupt) if block else self.nowait(cid)
             try:
                 delivery = self.delivery(cid, entry)
             except IntegrityError:  # never loaded: dead-lettered (and logged); wait for the next item
@@ -195,8 +204,9 @@ class _Consumer(Generic[T]):
         return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self.record(),
                 self.options.lease_ms, self.queue.client_id]
 
-    def block(self, cid: str, wait: float | None) -> bytes:
-        """get.lua 'block' (and 'woken'): wait up to ``wait`` seconds (None: forever)."""
+    def block(self, cid: str, wait: float | None, interrupt: Callable[[], bool] | None = None) -> bytes:
+        """get.lua 'block' (and 'woken'): wait up to ``wait`` seconds (None: forever), or until
+        ``interrupt()`` is true when the wait is woken."""
         now = time.monotonic()
         deadline = math.inf if wait is None else now + max(wait, 0.0)
         busy_deadline = max(deadline, now + self.backend.slice)
@@ -230,6 +240,8 @@ class _Consumer(Generic[T]):
                     elif not isinstance(status, redis.exceptions.NoScriptError):
                         backend.raise_error(status, "script get", True)
                 elif status == GetStatus.WAITING:
+                    if interrupt is not None and interrupt():
+                        return self.cancel_wait(cid)  # as when the deadline passes
                     if reply is None:
                         if time.monotonic() >= deadline:
                             return self.cancel_wait(cid)
@@ -255,7 +267,10 @@ class _Consumer(Generic[T]):
                         now = time.monotonic()
                         if now >= busy_deadline:
                             raise Empty(f"queue {self.name!r} is empty")
+                        # (it takes the role back from a dead holder first, interrupted or not)
                         self.roles.wait_for_role(CONSUMER, busy_deadline - now)
+                        if interrupt is not None and interrupt():
+                            raise Empty(f"queue {self.name!r}: the wait was interrupted")
                     elif status != GetStatus.DELIVERED:
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True

@@ -20,12 +20,13 @@ Nothing here is public API: it may change in any release, with its users.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, NoReturn, TypeVar
 
 import redis
 
 from . import serializers
+from ._scripts import WAKE, WakeStatus
 from ._validate import Options
 from .connection import Backend, ConnectionConfig, PackedScript
 from .queue import Queue
@@ -97,6 +98,23 @@ class Internal(Generic[T]):
         if not track:
             consumer.unacked.clear()
         return got
+
+    def receive(self, timeout: float | None, interrupt: Callable[[], bool]) -> Delivery[T]:
+        """``queue.receive(timeout=timeout)``, except that the wait also ends (Empty) once
+        ``interrupt()`` is true when it is woken: by ``wake_waiter`` (another process's), a
+        slice's end, or the consumer role given back."""
+        queue = self._queue
+        delivery = queue._consumer.receive(True, timeout, interrupt)
+        if not queue._options.reliable:
+            queue._consumer.drop_received(delivery.consumer)
+        return delivery
+
+    def wake_waiter(self) -> bool:
+        """Wake the consumer waiting on this queue now, if any (wake.lua, one round trip): its
+        get looks again (and ends, if its ``interrupt`` says so). Whether one was woken."""
+        queue = self._queue
+        keys = queue._keys
+        return bool(WAKE.call(queue._backend, WAKE.keys(keys), (keys.inbox_prefix,)) == WakeStatus.WOKEN)
 
     def forget(self, delivery: Delivery[T]) -> None:
         """``delivery`` was settled by a script of the caller's own (it leaves task_done()'s line)."""

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from .connection import Backend
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
-           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE", "TOUCH",
-           "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ", "QUEUE_SCRIPTS",
-           "OTHER_SCRIPTS"]
+           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE",
+           "TOUCH", "WAKE", "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ",
+           "QUEUE_SCRIPTS", "OTHER_SCRIPTS"]
 
 
 class Script:
@@ -318,6 +318,17 @@ REPAIR = QueueScript("repair", lambda k: (k.base, k.bound, k.producer_free, k.co
 TOUCH = Script("touch", lambda: (), ("delivery",), call_keys=("inflight",))
 
 
+class WakeStatus(IntEnum):
+    """wake.lua's result."""
+
+    WOKEN = 1
+    NO_WAITER = 0
+
+
+#: keys: a queue's :pressure:waiter and :pressure:lease (its consumer waiting now)
+WAKE = Script("wake", lambda k: (k.waiter, k.lease), ("inbox_prefix",), WakeStatus)
+
+
 class RestoreStatus(IntEnum):
     """restore.lua's result."""
 
@@ -381,4 +392,4 @@ LOG_READ = Script("log_read", lambda log: (log,), ("first", "last", "count"))
 #: come from a ``QueueKeys``, and the others.
 QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
                  REQUEUE, KICK, REPAIR, STATS, FIND_ITEM)
-OTHER_SCRIPTS = (TOUCH, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT, LOG_READ)
+OTHER_SCRIPTS = (TOUCH, WAKE, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT, LOG_READ)

@@ -8,6 +8,7 @@ refused for now, and redis-py's errors turned into pressure's typed errors.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import select
@@ -73,12 +74,23 @@ def _pending(conn: redis.connection.AbstractConnection) -> bytes | None:
         return b""
 
 
+#: What a posted command's check is called with when its reply can never be read: the
+#: connection went (or the command could not be sent) before it. It may or may not have run.
+LOST = object()
+
+
 class _ThreadState(threading.local):
     pid = -1
     connection: redis.connection.AbstractConnection | None = None
     client_id: str | None = None
     #: replies of commands sent by ``Backend.post`` still to read on ``connection``
     unread = 0
+
+    def __init__(self) -> None:
+        #: for each unread reply, oldest first: what to call with it (None: nothing)
+        self.checks: collections.deque[Callable[[Any], None] | None] = collections.deque()
+        #: the process the checks belong to (a forked child never calls its parent's)
+        self.checks_pid = os.getpid()
 
 
 #: The error codes of replies that refuse a command for now (see refused_for_now).
@@ -448,7 +460,18 @@ class Wire:
     def _forget_unread(self, conn: redis.connection.AbstractConnection) -> None:
         """``conn`` was (re)connected or failed: the replies of posted commands went with it."""
         if conn is self._thread.connection:
-            self._thread.unread = 0
+            self._lose_unread()
+
+    def _lose_unread(self) -> None:
+        """The replies of posted commands will never be read: tell their checks (``LOST``)."""
+        state = self._thread
+        state.unread = 0
+        checks, state.checks = state.checks, collections.deque()
+        if state.checks_pid != os.getpid():
+            return  # a forked child's copy: the parent's to tell
+        for check in checks:
+            if check is not None:
+                check(LOST)
 
     def _drop_unread(self, conn: redis.connection.AbstractConnection) -> None:
         """Read and drop the replies of commands ``post`` sent on ``conn``. If the connection
@@ -458,19 +481,40 @@ class Wire:
         state = self._thread
         while state.unread:
             state.unread -= 1
+            check = state.checks.popleft() if state.checks else None
             try:
-                conn.read_response()
-            except redis.ResponseError:
-                pass
+                reply = conn.read_response()
+            except redis.ResponseError as exc:
+                reply = exc
             except redis.RedisError as exc:  # redis-py dropped the connection
-                state.unread = 0
+                if check is not None:
+                    check(LOST)
+                self._lose_unread()
                 raise redis.ConnectionError(f"connection lost reading a posted command's reply: {exc}") from exc
+            if check is not None:
+                check(reply)
 
-    def post(self, command: bytes) -> None:
+    def flush(self) -> None:
+        """Read the replies of the commands this thread posted (their checks see them): one
+        round trip (a PING behind them) if any are unread, else nothing. If the connection
+        fails, their checks are told ``LOST``."""
+        state = self._thread
+        conn = state.connection
+        if not state.unread or conn is None or state.pid != os.getpid():
+            return
+        try:
+            self._send(conn, [b"*1\r\n$4\r\nPING\r\n"], "PING")
+            self._read(conn, "PING", False)
+        except (BackendError, _RetryLater):
+            self._forget_unread(conn)
+
+    def post(self, command: bytes, check: Callable[[Any], None] | None = None) -> None:
         """Send ``command`` (packed, see ``pack_command``) on this thread's connection without
-        waiting for its reply (it is read, and dropped, behind the next command's): no round
+        waiting for its reply (it is read behind the next command's, or by ``flush``): no round
         trip, for a command nothing waits on. If it cannot be sent, it did not run; that is
-        not an error here.
+        not an error here. ``check`` is called with its reply (an error reply as the
+        exception) when that is read, or with ``LOST`` if it never will be; it must not
+        touch the connection (it runs in the middle of another command).
 
         On TCP it goes with MSG_MORE: the kernel holds it until this connection's next
         command (one packet and one wake-up of the server for both), for at most 200 ms, or
@@ -482,8 +526,10 @@ class Wire:
             try:
                 self._send(conn, [command], "a posted command")
             except (BackendError, _RetryLater):  # it did not run: the next get drops the lists
+                if check is not None:
+                    check(LOST)
                 return
-            self._thread.unread += 1
+            self._posted(check)
             return
         try:
             sent = sock.send(command, _MSG_MORE)
@@ -491,9 +537,18 @@ class Wire:
                 sock.sendall(command[sent:])
         except OSError:
             conn.disconnect()  # it did not run (or half of it went: the connection is useless)
-            self._thread.unread = 0
+            self._lose_unread()
+            if check is not None:
+                check(LOST)
             return
-        self._thread.unread += 1
+        self._posted(check)
+
+    def _posted(self, check: Callable[[Any], None] | None) -> None:
+        state = self._thread
+        if state.checks_pid != os.getpid():  # forked: the inherited checks are the parent's
+            state.checks, state.checks_pid = collections.deque(), os.getpid()
+        state.unread += 1
+        state.checks.append(check)
 
     def _read(self, conn: redis.connection.AbstractConnection, what: str, mutating: bool) -> Any:
         """Read one reply; an error reply is returned as the exception, not raised. A failure

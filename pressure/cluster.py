@@ -23,6 +23,7 @@ sent again after a pause until the migration ends. Each of these commands did no
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
@@ -148,17 +149,7 @@ def discover_owner(settings: ClusterSettings, slot: int,
     with _LEARNED_LOCK:
         candidates = list(dict.fromkeys([*settings.addresses, *_LEARNED.get(settings, [])]))
     problems: list[str] = []
-    for host, port in candidates:
-        client = make(host, port)
-        try:
-            ranges = client.execute_command("CLUSTER SLOTS")
-        except redis.RedisError as exc:
-            problems.append(f"{host}:{port}: {exc}")
-            continue
-        finally:
-            client.close()
-            client.connection_pool.disconnect()
-        # redis-py parses CLUSTER SLOTS into {(start, end): {"primary": (host, port), ...}}
+    for host, port, ranges in _slots_of_each(candidates, make, problems):
         owner = None
         learned: list[tuple[str, int]] = []
         for (start, end), nodes in _slot_ranges(ranges):
@@ -180,7 +171,22 @@ def master_slots(settings: ClusterSettings, make: Any) -> tuple[list[int], list[
     the first node that answers (``make`` as for ``discover_owner``); [] if none does, and
     then why, one line per node."""
     problems: list[str] = []
-    for host, port in settings.addresses:
+    for host, port, ranges in _slots_of_each(settings.addresses, make, problems):
+        first: dict[tuple[str, int], int] = {}
+        for (start, _), nodes in _slot_ranges(ranges):
+            if nodes:
+                master = (nodes[0][0] or host, nodes[0][1])
+                first[master] = min(start, first.get(master, start))
+        return sorted(first.values()), problems
+    return [], problems
+
+
+def _slots_of_each(addresses: Iterable[tuple[str, int]], make: Any,
+                   problems: list[str]) -> Iterator[tuple[str, int, Any]]:
+    """``(host, port, CLUSTER SLOTS reply)`` of each node of ``addresses`` that answers, one
+    at a time, as the caller asks for the next (``make`` as for ``discover_owner``); a node
+    that does not answer adds a line to ``problems``."""
+    for host, port in addresses:
         client = make(host, port)
         try:
             ranges = client.execute_command("CLUSTER SLOTS")
@@ -190,13 +196,7 @@ def master_slots(settings: ClusterSettings, make: Any) -> tuple[list[int], list[
         finally:
             client.close()
             client.connection_pool.disconnect()
-        first: dict[tuple[str, int], int] = {}
-        for (start, _), nodes in _slot_ranges(ranges):
-            if nodes:
-                master = (nodes[0][0] or host, nodes[0][1])
-                first[master] = min(start, first.get(master, start))
-        return sorted(first.values()), problems
-    return [], problems
+        yield host, port, ranges
 
 
 def _slot_ranges(reply: Any) -> list[tuple[tuple[int, int], list[tuple[str, int]]]]:

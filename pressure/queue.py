@@ -520,6 +520,7 @@ class Queue(Reliability[T]):
             if wait is not None and wait < 0:
                 consumer.refuse_negative_timeout()
         if self._options.reliable:
+            self._settle_owed()
             got = consumer.many(max_items)
             if not got:
                 got = [self.receive(block, timeout)]
@@ -565,6 +566,8 @@ class Queue(Reliability[T]):
         ``Delivery.ack()`` (or ``release()``, or its visibility timeout passes,
         or this consumer dies). In the default mode it is acknowledged at once.
         """
+        if self._options.reliable:
+            self._settle_owed()  # what the last task_done() posted, if its reply said so
         delivery = self._consumer.receive(block, timeout)
         if not self._options.reliable:
             self._consumer.drop_received(delivery.consumer)
@@ -632,6 +635,8 @@ class Queue(Reliability[T]):
 
     def statistics(self) -> QueueStatistics:
         """Return a snapshot of the queue's counters (one atomic round trip)."""
+        if self._options.reliable:
+            self._backend.flush()  # this handle's own posted task_done()s count
         k = self._keys
         client = self._backend.client()
         pipe = client.pipeline(transaction=True)
@@ -743,6 +748,13 @@ class Queue(Reliability[T]):
     def disconnect(self) -> None:
         """Close this handle's connections (the queue itself is untouched; never closes a
         ``connection`` passed in). The handle reconnects if used again."""
+        if self._options.reliable and (self._consumer.owed or self._backend._thread.unread):
+            try:  # task_done()s posted: their replies, and what must be sent again
+                self._settle_owed(flush=True)
+            except PressureError as exc:  # in flight still: redelivered, never lost
+                _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
+                           "confirmed (their items are redelivered): %s", self._name, queue=self._name,
+                           key=self._keys.base, error=str(exc))
         self._backend.disconnect()
 
     def __enter__(self) -> Queue[T]:

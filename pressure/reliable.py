@@ -185,6 +185,64 @@ class Reliability(Generic[T]):
         self._consumer.forget(delivery)
         return bool(dead)
 
+    # -- posted acknowledgements (task_done in reliable mode) ----------------------------
+
+    def _can_post(self, delivery: Delivery[T]) -> bool:
+        """Whether task_done() may post ``delivery``'s acknowledgement instead of waiting for
+        it: no durability to wait for (WAIT needs the reply) and the delivery not in doubt (an
+        acknowledgement refused with NOSCRIPT, on a server that lost its scripts, is sent again
+        by the next call)."""
+        return self._options.durability is None and not delivery._unsure
+
+    def _post_ack(self, delivery: Delivery[T]) -> None:
+        """task_done() for ``delivery`` without a round trip of its own: its ack.lua call goes
+        out with this thread's next command (``Backend.post``), whose round trip brings its
+        reply back. What the reply says is dealt with by ``_settle_owed`` at this handle's
+        next call: an error is raised there; an acknowledgement that did not run (refused,
+        NOSCRIPT) or whose reply was lost with the connection is sent again there, in the
+        exact form (counted only if the first did not run). If the process dies first, the
+        delivery is still in flight and is redelivered: at least once, never lost."""
+        consumer = self._consumer
+        backend = self._backend
+        name = self._ack_command.name
+
+        def check(reply: Any) -> None:  # called in the middle of another command: no I/O
+            if isinstance(reply, list) and len(reply) == 2:
+                if reply[1] == AckStatus.TOO_MANY:
+                    consumer.ack_errors.append(ValueError("task_done() called too many times"))
+                elif reply[1] == AckStatus.NO_QUEUE:
+                    consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+                return
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                backend._loaded.discard(name)
+            delivery._unsure = True  # LOST, or refused: it may (LOST) or may not have run
+            consumer.owed.append(delivery)
+
+        backend.post(self._ack_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1")), check)
+        consumer.forget(delivery)
+
+    def _settle_owed(self, flush: bool = False) -> None:
+        """Deal with what posted acknowledgements left: send again those that did not run or
+        whose reply was lost, then raise the first error one replied. ``flush``: first read
+        the replies still unread (one round trip, only if there are any): for join() and the
+        counts, which must see this handle's own task_done()s."""
+        consumer = self._consumer
+        if flush:
+            self._backend.flush()
+        while consumer.owed:
+            try:
+                delivery = consumer.owed.pop(0)
+            except IndexError:  # another thread of this handle took the last one
+                break
+            try:
+                self._ack(delivery, task_done=True)
+            except BackendError:  # still unknown (_unsure): the next call tries again
+                consumer.owed.insert(0, delivery)
+                raise
+        if consumer.ack_errors:
+            error = consumer.ack_errors.pop(0)
+            raise error if error is not None else self._missing()
+
     # -- settling all at once ---------------------------------------------------------
 
     def _settle_all(self, cid: str, ack: bool) -> int:
@@ -216,9 +274,24 @@ class Reliability(Generic[T]):
         that same delivery's count, never a second one.
         """
         unacked = self._consumer.unacked
-        if self._options.reliable and unacked:
-            self._ack(unacked[0], task_done=True)  # acknowledges the oldest delivery
-            return
+        if self._options.reliable:
+            self._settle_owed()
+            try:  # the oldest delivery: this call's alone (threads share the handle's deque)
+                delivery = unacked.popleft()
+            except IndexError:
+                pass
+            else:
+                try:
+                    if self._can_post(delivery):
+                        self._post_ack(delivery)  # no round trip: it goes with the next command
+                    else:
+                        self._ack(delivery, task_done=True)
+                except (ValueError, QueueDoesNotExist):
+                    raise  # answered: the delivery is settled or gone
+                except BaseException:
+                    unacked.appendleft(delivery)  # still first in line: task_done() again is exact
+                    raise
+                return
         _, unfinished = self._backend.script(
             self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
         if unfinished == AckStatus.TOO_MANY:
@@ -229,6 +302,7 @@ class Reliability(Generic[T]):
     @property
     def unfinished_tasks(self) -> int:
         """Items put (by any client) and not yet marked done."""
+        self._settle_owed(flush=True)
         unfinished, _ = self._call(JOIN_CHECK, mutating=False)
         if unfinished == JoinCheckStatus.NO_QUEUE:
             raise self._missing(forget=False)
@@ -243,6 +317,7 @@ class Reliability(Generic[T]):
         is complete. When the count of unfinished tasks drops to zero, join()
         unblocks.
         """
+        self._settle_owed(flush=True)  # this handle's own task_done()s count first
         backend = self._backend
         stream = self._keys.all_tasks_done
         while True:
@@ -258,6 +333,7 @@ class Reliability(Generic[T]):
 
     def in_flight(self) -> list[InFlight]:
         """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
+        self._settle_owed(flush=True)
         k = self._keys
         client = self._backend.client()
         consumers = self._backend.call("HGETALL", client.hgetall, k.consumers)

@@ -142,9 +142,16 @@ def executor_main(spec: ExecutorSpec, workdir: str, seed: int) -> None:
 
 def workers_of(pid: int) -> list[int]:
     """Worker processes under ``pid`` (an executor process, or ``python -m pressure worker``):
-    the children of its forkserver, i.e. its grandchildren."""
+    its children where they are forked (the platform's default start method on Linux before
+    Python 3.14), else the children of its forkserver, i.e. its grandchildren."""
     try:
-        return [g.pid for c in psutil.Process(pid).children() for g in c.children()]
+        workers = []
+        for child in psutil.Process(pid).children():
+            if "forkserver" in " ".join(child.cmdline()):
+                workers += [g.pid for g in child.children()]
+            else:
+                workers.append(child.pid)
+        return workers
     except psutil.Error:
         return []
 

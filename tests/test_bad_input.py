@@ -781,3 +781,28 @@ def test_deserialization_error_pickles_with_its_payload(make_queue: Any, r: redi
         q.get_nowait()
     clone = pickle.loads(pickle.dumps(info.value))
     assert type(clone) is pressure.DeserializationError and clone.payload == GARBAGE
+
+
+STRING_KEY_CASES = [*(("put", k) for k in ("bound", "produced_messages", "produced_bytes", "producer")),
+                    *(("get_nowait", k) for k in ("bound", "consumer")),
+                    *(("task_done", k) for k in ("produced_messages", "tasks_done"))]
+
+
+@pytest.mark.parametrize(("op", "key"), STRING_KEY_CASES, ids=[f"{o}-{k}" for o, k in STRING_KEY_CASES])
+def test_string_key_of_another_type_is_a_protocol_error_and_changes_nothing(
+        make_queue: Any, r: redis.Redis, op: str, key: str) -> None:
+    """put.lua, get.lua and ack.lua read their string keys with one MGET, which answers a key
+    of another type as if it were missing: such a value is read again with GET, so a wrong type
+    still fails before the first write, as it did when each key had a GET of its own."""
+    q: pressure.Queue[Any] = make_queue("wrongstring", 3)
+    q.put("kept")
+    q.put("more")
+    if op == "task_done":
+        q.get()
+    name = getattr(q.keys, key)
+    r.delete(name)
+    r.rpush(name, "not a string")
+    before = snapshot(r, q)
+    with pytest.raises(pressure.ProtocolError, match="WRONGTYPE"):
+        {"put": lambda: q.put("new"), "get_nowait": q.get_nowait, "task_done": q.task_done}[op]()
+    assert snapshot(r, q) == before

@@ -218,8 +218,12 @@ def test_watch_refreshes_then_stops(cli: Run, queues: Callable[..., pressure.Que
 
 def test_watch_ends_quietly_on_ctrl_c(url: str, prefix: str, queues: Callable[..., pressure.Queue[Any]]) -> None:
     queues("jobs")
+    # SIGINT as a terminal's Ctrl-C gives it, even where these tests run as a background job
+    # (whose SIGINT a non-interactive shell ignores: the child would inherit SIG_IGN and Python
+    # would then install no KeyboardInterrupt handler)
     with subprocess.Popen([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "watch",
-                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
         try:
             assert proc.stdout is not None and proc.stderr is not None
             first = proc.stdout.readline()  # it runs

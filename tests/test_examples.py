@@ -75,12 +75,16 @@ def test_bench_executor_only_compares_both_executors(url: str, r: redis.Redis) -
     rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]]
             for line in table.splitlines() if "|" in line}
     for label in ("concurrent.futures.ProcessPoolExecutor", "pressure.Executor"):
-        rate, rate_ratio, seconds, speed = rows[label]
+        cold, cold_ratio, shutdown, rate, rate_ratio, seconds, speed = rows[label]
+        assert float(cold) > 0 and float(shutdown) > 0
         assert float(rate.replace(",", "")) > 0 and float(seconds) > 0
-        assert rate_ratio.endswith("x") and speed.endswith("x")
+        assert cold_ratio.endswith("x") and rate_ratio.endswith("x") and speed.endswith("x")
     assert rows["concurrent.futures.ProcessPoolExecutor"][1] == "1.00x"
-    for goal in (r"no-op >= 0\.5x ProcessPoolExecutor", r"CPU-bound within 10% \(>= 0\.9x\)"):
+    assert rows["concurrent.futures.ProcessPoolExecutor"][4] == "1.00x"
+    for goal in (r"cold start <= 3x \(speed >= 0\.33x\)", r"no-op >= 1\.0x ProcessPoolExecutor",
+                 r"CPU-bound within 10% \(>= 0\.9x\)"):
         assert re.search(goal + r" +\d+\.\d\dx  (PASS|MISS)$", report, re.MULTILINE), goal
+    assert re.search(r"idle shutdown <= 50 ms +\d+\.\dms  (PASS|MISS)$", report, re.MULTILINE)
     assert "multiprocessing.Queue" not in report and "raw redis-py" not in report
     assert r.keys("*pressure-bench*") == []
 
@@ -99,14 +103,19 @@ def test_bench_sections_are_exclusive() -> None:
 
 
 def test_executor_ratios_and_goals() -> None:
-    """The no-op ratio is a rate ratio, the CPU-bound one a speed ratio (stdlib time / pressure
-    time), and each goal passes exactly at its threshold."""
-    results = [bench_executor.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
-               bench_executor.ExecutorResult("pressure", "pressure", noop_per_s=500.0, cpu_s=2.5)]
+    """The cold start ratio is a time ratio (the goal reads it as a speed), the no-op ratio a
+    rate ratio, the CPU-bound one a speed ratio (stdlib time / pressure time); idle shutdown
+    is judged in ms; each goal passes exactly at its threshold."""
+    results = [bench_executor.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0,
+                                             cold_s=0.010, shutdown_s=0.003),
+               bench_executor.ExecutorResult("pressure", "pressure", noop_per_s=1000.0, cpu_s=2.5,
+                                             cold_s=0.040, shutdown_s=0.050)]
     table = bench_executor.format_executor_table(results)
-    assert [c.strip() for c in table[-1].split("|")] == ["pressure", "500", "0.50x", "2.50", "0.80x"]
+    assert [c.strip() for c in table[-1].split("|")] == ["pressure", "40.0", "4.00x", "50.0", "1,000", "1.00x",
+                                                         "2.50", "0.80x"]
     goals = bench_executor.format_executor_goals(results)
-    assert goals[1].endswith("0.50x  PASS") and goals[2].endswith("0.80x  MISS")
+    assert goals[1].endswith("0.25x  MISS") and goals[2].endswith("50.0ms  PASS")
+    assert goals[3].endswith("1.00x  PASS") and goals[4].endswith("0.80x  MISS")
 
 
 def test_executor_failure_is_reported_not_hidden() -> None:
@@ -114,7 +123,7 @@ def test_executor_failure_is_reported_not_hidden() -> None:
     results = [bench_executor.ExecutorResult("stdlib", "stdlib", noop_per_s=1000.0, cpu_s=2.0),
                bench_executor.ExecutorResult("pressure", "pressure", error="warm-up: TimeoutError: ...")]
     assert [c.strip() for c in bench_executor.format_executor_table(results)[-1].split("|")] == [
-        "pressure", "error", "-", "error", "-"]
+        "pressure", "-", "-", "-", "error", "-", "error", "-"]
     goals = bench_executor.format_executor_goals(results)
     assert all(line.endswith("MISS (no result)") for line in goals[1:])
 

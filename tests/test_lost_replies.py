@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import pressure
+import pressure.reliable
 from pressure.connection import _script_sha
 from pressure.testing import RedisServer
 
@@ -68,7 +69,17 @@ def _consume_in_thread(q: pressure.Queue[Any], r: redis.Redis,
     return t, got
 
 
-def test_task_done_whose_reply_is_lost_counts_once(proxy: ReplyDropper, prefix: str, r: redis.Redis) -> None:
+@pytest.fixture(params=["posted", "waited"])
+def ack_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """task_done() as it is (its acknowledgement posted, the reply read with the next command),
+    or waiting for the reply, as with ``durability=`` or a delivery in doubt."""
+    if request.param == "waited":
+        monkeypatch.setattr(pressure.reliable.Reliability, "_can_post", lambda self, delivery: False)
+    return str(request.param)
+
+
+def test_task_done_whose_reply_is_lost_counts_once(proxy: ReplyDropper, prefix: str, r: redis.Redis,
+                                                   ack_mode: str) -> None:
     q: pressure.Queue[str] = pressure.Queue("lost-ack", url=proxy.url, prefix=prefix, reliable=True)
     _warm_up(q)
     q.put("a")
@@ -79,8 +90,10 @@ def test_task_done_whose_reply_is_lost_counts_once(proxy: ReplyDropper, prefix: 
         q.task_done()  # acknowledges "a": it runs, its reply is lost
     except pressure.OutcomeUnknown:
         q.task_done()  # may or may not have run: calling it again must count "a" once
-    assert proxy.dropped.is_set()
+    # posted: the reply is lost as the next call reads it, which sends "a"'s acknowledgement
+    # again in the exact form
     assert q.unfinished_tasks == 1, "a lost reply counted a task twice"
+    assert proxy.dropped.is_set()
     assert _in_flight(q) == ["b"]
     blocks(q.join, q.task_done)  # join() waits for "b"
     assert q.unfinished_tasks == 0 and _in_flight(q) == []
@@ -91,9 +104,11 @@ def test_task_done_whose_reply_is_lost_counts_once(proxy: ReplyDropper, prefix: 
 
 
 def test_task_done_again_after_outcome_unknown_counts_once(proxy: ReplyDropper, prefix: str,
-                                                           r: redis.Redis) -> None:
+                                                           r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reply is lost and the server stays unreachable a moment: task_done() raises
-    OutcomeUnknown; called again once Redis is back, it counts the task at most once."""
+    OutcomeUnknown; called again once Redis is back, it counts the task at most once. (When
+    task_done() waits for its reply: with ``durability=``, or for a delivery in doubt.)"""
+    monkeypatch.setattr(pressure.reliable.Reliability, "_can_post", lambda self, delivery: False)
     q: pressure.Queue[str] = pressure.Queue("lost-ack-2", url=proxy.url, prefix=prefix, reliable=True)
     _warm_up(q)
     q.put("a")
@@ -113,20 +128,48 @@ def test_task_done_again_after_outcome_unknown_counts_once(proxy: ReplyDropper, 
     q.disconnect()
 
 
+def test_posted_task_done_whose_reply_is_lost_while_redis_is_away_counts_once(
+        proxy: ReplyDropper, prefix: str, r: redis.Redis) -> None:
+    """The posted acknowledgement runs, its reply is lost and the server stays unreachable a
+    moment: the next call raises (sending it again is refused) and keeps it owed; once Redis
+    is back, the call after sends it again, counting nothing twice."""
+    q: pressure.Queue[str] = pressure.Queue("lost-ack-3", url=proxy.url, prefix=prefix, reliable=True)
+    _warm_up(q)
+    q.put("a")
+    q.put("b")
+    assert [q.get(), q.get()] == ["a", "b"]
+    proxy.arm(_sha("ack"), refuse_after=True)
+    q.task_done()  # posted: nothing waits for it
+    with pytest.raises(pressure.BackendError):
+        q.unfinished_tasks  # noqa: B018 - reads the lost reply; sending "a"'s again is refused
+    assert proxy.dropped.is_set()
+    proxy.refuse = False
+    assert q.unfinished_tasks == 1, "a lost posted acknowledgement counted a task twice"
+    assert _in_flight(q) == ["b"]
+    q.task_done()
+    assert q.unfinished_tasks == 0 and _in_flight(q) == []
+    assert_invariants(r, q)
+    q.disconnect()
+
+
 def test_task_done_whose_first_send_never_ran_counts_once(proxy: ReplyDropper, prefix: str,
-                                                          r: redis.Redis) -> None:
+                                                          r: redis.Redis, ack_mode: str) -> None:
     """The other half of exactness: an acknowledgement that never reached the server is
-    counted by the next task_done()."""
+    counted by the next call (waited for: by the next task_done())."""
     q: pressure.Queue[str] = pressure.Queue("unsent-ack", url=proxy.url, prefix=prefix, reliable=True)
     q.put("a")
     assert q.get() == "a"
     proxy.refuse = True
     q._backend.disconnect()  # the next command needs a new connection, which is refused
-    with pytest.raises(pressure.BackendError) as info:
+    if ack_mode == "waited":
+        with pytest.raises(pressure.BackendError) as info:
+            q.task_done()
+        assert not isinstance(info.value, pressure.OutcomeUnknown)
+        proxy.refuse = False
         q.task_done()
-    assert not isinstance(info.value, pressure.OutcomeUnknown)
-    proxy.refuse = False
-    q.task_done()
+    else:
+        q.task_done()  # posted: it could not be sent, so it is owed
+        proxy.refuse = False
     assert q.unfinished_tasks == 0 and _in_flight(q) == []
     q.disconnect()
 

@@ -381,3 +381,32 @@ def test_settling_every_delivery_at_once(make_queue: Any, r: redis.Redis) -> Non
     st = q.statistics()
     assert (st.consumed_messages, st.size) == (4, 6)
     assert_invariants(r, q)
+
+
+def test_threads_sharing_a_reliable_handle_acknowledge_each_delivery_once(make_queue: Any) -> None:
+    """task_done() from two threads of one handle: each call settles a different delivery.
+    (Both calls used to read the same oldest delivery: it was acknowledged once and counted
+    twice, so join() returned with items still in flight, to be delivered again later.)"""
+    q = make_queue(reliable=True, visibility_timeout=60)
+    n = 600
+    q.put_many(range(n))
+    start = threading.Barrier(2)
+    got: list[int] = []
+
+    def work() -> None:
+        start.wait()
+        while True:
+            try:
+                got.append(q.get(timeout=0.5))
+            except pressure.Empty:
+                return
+            q.task_done()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(n))
+    assert q.in_flight() == []
+    assert q.unfinished_tasks == 0

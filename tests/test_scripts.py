@@ -247,7 +247,7 @@ def _sources(binding: Any, kind: str) -> tuple[Any, ...]:
     e = ExecutorKeys.build("p", "e")
     inflight = QueueKeys.build("p", e.tasks).inflight("w")
     log = f"{k.logs}:g"
-    return {"touch": (), "restore": (k.producer_free, k.producer), "submit": (e,), "claim": (e, inflight),
+    return {"touch": (), "wake": (k,), "restore": (k.producer_free, k.producer), "submit": (e,), "claim": (e, inflight),
             "settle": (e, inflight), "cancel": (e,),
             "log_append": (k.inflight("c"), log, f"{log}:tail", k.producer, k.logs),
             "log_commit": (log, f"{log}:committed"), "log_read": (log,)}[binding.name]

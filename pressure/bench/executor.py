@@ -1,9 +1,15 @@
 """The executor section of ``python -m pressure bench``: pressure.Executor against
 concurrent.futures.ProcessPoolExecutor.
 
-Both executors get ``--workers`` worker processes started with ``forkserver``, both are
-warmed up first (every worker process has run a task, so start-up is not measured), then,
-in turns:
+First, **start and stop**: each executor in turn (``max(3, --repeat)`` times, each one's
+best counts) is made, runs one no-op task (**cold start**: constructor to first result,
+worker processes started included), runs another, and is shut down with
+``shutdown(wait=True)`` while idle (**idle shutdown**).
+
+Then both executors get ``--workers`` worker processes started with the platform's default
+start method (``fork`` on Linux before Python 3.14; pressure's local workers use the same),
+both are warmed up first (every worker process has run a task, so start-up is not
+measured), then, in turns:
 
 * **no-op** - ``--executor-tasks`` tasks that do nothing, all submitted, then
   waited for: tasks/s, the executor's own cost per task;
@@ -46,9 +52,13 @@ __all__ = [
 ]
 
 
-#: Both executors' worker processes start with this method (pressure's local workers
-#: use it too), so both pay the same for it, outside the measurements.
-EXECUTOR_START_METHOD = "forkserver"
+#: Both executors' worker processes start with this method, the platform's default
+#: (pressure's local workers use it too), so both pay the same for it.
+EXECUTOR_START_METHOD = multiprocessing.get_start_method(allow_none=False)
+#: The most idle shutdown may take (seconds): the goal.
+SHUTDOWN_GOAL = 0.050
+#: The least number of start-and-stop rounds.
+START_ROUNDS = 3
 #: The longest a warm-up waits for every worker process to run a task.
 WARM_TIMEOUT = 60.0
 _MIB = 1 << 20
@@ -82,6 +92,8 @@ class ExecutorResult:
     label: str
     noop_per_s: float | None = None
     cpu_s: float | None = None
+    cold_s: float | None = None
+    shutdown_s: float | None = None
     error: str | None = None
 
 
@@ -181,12 +193,51 @@ _MEASUREMENTS: tuple[tuple[str, Callable[[concurrent.futures.Executor, BenchConf
 )
 
 
+def _start_and_stop(factory: Callable[[], concurrent.futures.Executor]) -> tuple[float, float]:
+    """Make an executor, run a no-op task, another, then shut it down while idle: (seconds
+    from the constructor to the first result, seconds ``shutdown(wait=True)`` took)."""
+    start = time.perf_counter()
+    executor = factory()
+    try:
+        executor.submit(noop_task).result(timeout=WARM_TIMEOUT)
+        cold = time.perf_counter() - start
+        executor.submit(noop_task).result(timeout=WARM_TIMEOUT)
+    except BaseException:
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    began = time.perf_counter()
+    executor.shutdown(wait=True)
+    return cold, time.perf_counter() - began
+
+
+def run_start_stop(url: str, config: BenchConfig, results: list[ExecutorResult]) -> None:
+    """``max(START_ROUNDS, repeat)`` rounds of ``_start_and_stop``, the executors taking turns;
+    each one's best cold start and idle shutdown go into ``results`` (in table order)."""
+    factories = _executor_factories(url, config.workers)
+    for _ in range(max(START_ROUNDS, config.repeat)):
+        for (_, _, factory), result in zip(factories, results, strict=True):
+            if result.error:
+                continue
+            began = time.monotonic()
+            try:
+                cold, shutdown = _start_and_stop(factory)
+            except Exception as exc:  # noqa: BLE001 - shown in the table's notes
+                result.error = f"start and stop: {type(exc).__name__}: {exc}"
+                progress(f"  {result.label} failed: {result.error}")
+                continue
+            result.cold_s = min(cold, result.cold_s or math.inf)
+            result.shutdown_s = min(shutdown, result.shutdown_s or math.inf)
+            progress(f"  {result.label:<38} {'start/stop':<10} {cold * 1000:>8.1f} / {shutdown * 1000:.1f} ms"
+                     f"  ({time.monotonic() - began:.1f} s)")
+
+
 def run_executors(url: str, config: BenchConfig) -> list[ExecutorResult]:
     """Start and warm both executors, then ``repeat`` rounds of every measurement, the
     executors taking turns at each; each one's best counts. An executor that fails sits out
     the rest."""
     factories = _executor_factories(url, config.workers)
     results = [ExecutorResult(key, label) for key, label, _ in factories]
+    run_start_stop(url, config, results)
     with contextlib.ExitStack() as stack:
         ready: list[tuple[concurrent.futures.Executor, ExecutorResult]] = []
         for (_, _, factory), result in zip(factories, results, strict=True):
@@ -224,10 +275,14 @@ def format_executor_table(results: list[ExecutorResult]) -> list[str]:
     ProcessPoolExecutor (for the time, its speed: stdlib time / this time)."""
     by = {r.key: r for r in results}
     stdlib = by.get("stdlib")
-    rows = [("executor", "no-op tasks/s", "vs stdlib", "CPU-bound s", "speed vs stdlib")]
+    rows = [("executor", "cold start ms", "vs stdlib", "idle shutdown ms", "no-op tasks/s", "vs stdlib",
+             "CPU-bound s", "speed vs stdlib")]
     for r in results:
         rows.append((
             r.label,
+            fmt(None if r.cold_s is None else r.cold_s * 1000, 1),
+            fmt(ratio(r.cold_s, stdlib.cold_s if stdlib else None), 2, "x"),
+            fmt(None if r.shutdown_s is None else r.shutdown_s * 1000, 1),
             "error" if r.noop_per_s is None and r.error else fmt(r.noop_per_s),
             fmt(ratio(r.noop_per_s, stdlib.noop_per_s if stdlib else None), 2, "x"),
             "error" if r.cpu_s is None and r.error else fmt(r.cpu_s, 2),
@@ -239,9 +294,20 @@ def format_executor_table(results: list[ExecutorResult]) -> list[str]:
 def format_executor_goals(results: list[ExecutorResult]) -> list[str]:
     """The two executor goals, each PASS or MISS."""
     noop, cpu = _executor_ratios(results)
+    by = {r.key: r for r in results}
+    stdlib, ours = by.get("stdlib"), by.get("pressure")
+    cold = ratio(stdlib.cold_s, ours.cold_s) if stdlib and ours else None
+    shutdown = ours.shutdown_s if ours else None
+    if shutdown is None:
+        shutdown_line = f"  {'pressure.Executor idle shutdown <= 50 ms':<52} {'n/a':>8}  MISS (no result)"
+    else:
+        verdict = "PASS" if shutdown <= SHUTDOWN_GOAL else "MISS"
+        shutdown_line = f"  {'pressure.Executor idle shutdown <= 50 ms':<52} {shutdown * 1000:>6.1f}ms  {verdict}"
     return [
         "goals (executor):",
-        goal_line("pressure.Executor no-op >= 0.5x ProcessPoolExecutor", noop, 0.5),
+        goal_line("pressure.Executor cold start <= 3x (speed >= 0.33x)", cold, 1 / 3),
+        shutdown_line,
+        goal_line("pressure.Executor no-op >= 1.0x ProcessPoolExecutor", noop, 1.0),
         goal_line("pressure.Executor CPU-bound within 10% (>= 0.9x)", cpu, 0.9),
     ]
 
@@ -250,7 +316,9 @@ def print_executor_report(results: list[ExecutorResult], config: BenchConfig) ->
     """The executor section: settings, table, errors, goals."""
     print()
     print(f"executors: {config.workers} worker processes each (multiprocessing "
-          f"'{EXECUTOR_START_METHOD}'), started and warmed up before measuring{rounds_note(config)}")
+          f"'{EXECUTOR_START_METHOD}'); cold start (constructor to first result) and idle "
+          f"shutdown: best of {max(START_ROUNDS, config.repeat)} rounds; then started and warmed "
+          f"up before measuring{rounds_note(config)}")
     print(f"  no-op: {config.executor_tasks:,} tasks submitted, then waited for; CPU-bound: "
           f"{config.cpu_tasks:,} tasks, each SHA-256 of {config.cpu_mb:,} MiB (wall time)")
     print_lines(format_executor_table(results))

@@ -10,6 +10,7 @@ import concurrent.futures
 import functools
 import itertools
 import logging
+import os
 import pickle
 import threading
 import time
@@ -42,6 +43,9 @@ logger = _log.EXECUTOR
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
 _POLL = 0.25
+#: What shutdown() puts in the result queue to wake the result thread (a result is never
+#: empty: it starts with its task's id).
+WAKE_MESSAGE = b""
 
 _cores: weakref.WeakSet[_Core] = weakref.WeakSet()
 _exiting = threading.Event()
@@ -54,9 +58,14 @@ def _python_exit() -> None:
     for core in list(_cores):
         if core._thread is None:
             core._cleanup()  # never used: its result queue (and an anonymous one's keys) go
+        else:
+            core._wake_collector()  # idle: it ends now, not at the end of its wait
 
 
 threading._register_atexit(_python_exit)  # type: ignore[attr-defined]
+# a forked child (a local worker) runs the threading atexit hooks as it ends: the parent's
+# executors are not its own to finish or clean up
+os.register_at_fork(after_in_child=_cores.clear)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +145,7 @@ class _Core:
         outage_limit: float = 60.0,
     ) -> None:
         self._outage_limit = outage_limit  # pressure.executor.OUTAGE_LIMIT, as the Executor was made
+        self._pid = os.getpid()  # the process whose executor this is (not a forked child)
         self._anonymous = name is None
         self._authkey = authkey
         self._dumps = dumps
@@ -153,17 +163,20 @@ class _Core:
         self._local_workers = local_workers
         self._tasks: Queue[Task] = attach(
             Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
-            visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey)
+            visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey,
+            backend=self._backend)  # one backend, so one set of connections, for both queues
         if max_pending is not None and self._tasks.maxsize != max_pending:
             self._tasks.maxsize = max_pending
         self._bounded = max_pending is not None and max_pending > 0
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = attach(
             Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes",
-            authkey=authkey)
+            authkey=authkey, backend=self._backend)
         self._futures: dict[str, _TaskFuture] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
+        #: held while another thread wakes the result thread: its connections stay open meanwhile
+        self._waking = threading.Lock()
         self._shutdown = False
         self._cleaned = False
         self._broken: str | None = None
@@ -228,8 +241,22 @@ class _Core:
                 future.cancel()
         if thread is None:
             self._cleanup()
-        elif wait:
+            return
+        self._wake_collector()
+        if wait:
             thread.join()
+
+    def _wake_collector(self) -> None:
+        """Wake the result thread now (it looks whether it is done): an empty message in its
+        result queue, which it ignores. Without Redis it looks at its next slice."""
+        with self._waking:  # the result thread's cleanup closes the connections after this
+            with self._lock:
+                if self._futures or self._cleaned:
+                    return  # it ends with the last result anyway, or has ended
+            try:
+                self._results.put(WAKE_MESSAGE, timeout=_POLL)
+            except PressureError as exc:
+                logger.debug("pressure executor %r: cannot wake the result thread: %s", self._name, exc)
 
     # -- inspection ---------------------------------------------------------------
 
@@ -256,13 +283,39 @@ class _Core:
     # -- the result thread --------------------------------------------------------
 
     def _start(self) -> None:
-        """On first use (lock held): the result thread (which starts local workers if
-        needed) and the sender thread."""
+        """On first use (lock held): local workers if needed (started here, in the submitting
+        thread, before this executor has threads of its own: forked, as ProcessPoolExecutor's,
+        they start in a few ms; if Redis cannot say whether workers are alive elsewhere, the
+        result thread asks again), then the result and sender threads."""
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._collect, name=f"pressure-executor-{self._id}")
+        deferred = False
+        if self._local_workers is not False:
+            try:
+                if self._local_workers or not self._alive_anywhere():
+                    self._spawn_pool()
+            except BackendError:
+                deferred = True
+        self._thread = threading.Thread(target=self._collect, args=(deferred,),
+                                        name=f"pressure-executor-{self._id}")
+        self._sender.start(self._id)  # first: the first task goes out while the other starts
         self._thread.start()
-        self._sender.start(self._id)
+
+    def _alive_anywhere(self) -> bool:
+        """Whether a worker of this name, on any host, was heard from lately (one round trip)."""
+        pipe = self._backend.client().pipeline(transaction=False)
+        pipe.time()
+        pipe.hgetall(self._keys.workers)  # (HVALS is not in the README's ACL rule)
+        (seconds, micros), beats = self._backend.call("look for workers", pipe.execute)
+        now = seconds * 1000 + micros // 1000
+        return any(now - int(ms) < ALIVE_FOR * 1000 for ms in beats.values())
+
+    def _spawn_pool(self) -> None:
+        self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
+                                processes=self._max_workers,
+                                visibility_timeout=self._visibility_timeout,
+                                initializer=self._initializer, initargs=self._initargs,
+                                mp_context=self._mp_context, authkey=self._authkey or None).start()
 
     def _start_workers(self) -> None:
         """Local worker processes, if wanted: ``local_workers=True``, or None and no worker of
@@ -283,20 +336,18 @@ class _Core:
                         if self._broken is not None or not self._futures:
                             return
                     time.sleep(_POLL)
-        self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
-                                processes=self._max_workers,
-                                visibility_timeout=self._visibility_timeout,
-                                initializer=self._initializer, initargs=self._initargs,
-                                mp_context=self._mp_context, authkey=self._authkey or None).start()
+        self._spawn_pool()
 
-    def _collect(self) -> None:
-        """Complete futures from the result queue until shut down with nothing pending.
+    def _collect(self, start_workers: bool = False) -> None:
+        """Complete futures from the result queue until shut down with nothing pending
+        (``start_workers``: first start local workers if needed; ``_start`` could not tell).
         Each batch of results is counted in Redis before its futures complete, so
         ``statistics()`` agrees with what a caller has seen finish."""
         last_look = 0.0
         complaint = Complaint(logger, f"pressure executor {self._name!r}: reading results")
         try:
-            self._start_workers()
+            if start_workers:
+                self._start_workers()
             while True:
                 raw: list[bytes] = []
                 try:
@@ -313,6 +364,7 @@ class _Core:
                     time.sleep(_POLL)
                 else:
                     complaint.succeeded()
+                raw = [message for message in raw if message != WAKE_MESSAGE]
                 if raw:
                     self._complete_all(raw)
                 if not raw or time.monotonic() - last_look > 1.0:
@@ -321,9 +373,9 @@ class _Core:
                         self._look_around()
                     except BackendError as exc:
                         complaint.failed(exc)
-                    with self._lock:
-                        if (self._shutdown or _exiting.is_set()) and not self._futures:
-                            return
+                with self._lock:
+                    if (self._shutdown or _exiting.is_set()) and not self._futures:
+                        return
         except BaseException as exc:
             _log.event(logger, logging.ERROR, "executor_broken", "pressure executor %r: the result thread "
                        "failed", self._name, exc_info=True, executor=self._name, prefix=self._prefix,
@@ -454,10 +506,13 @@ class _Core:
                 time.sleep(_POLL)
                 continue
             steps.pop(0)
-        self._results.disconnect()
-        self._tasks.disconnect()
-        self._backend.disconnect()
+        with self._waking:  # a wake-up being sent from another thread finishes first
+            self._results.disconnect()
+            self._tasks.disconnect()
+            self._backend.disconnect()
 
     def _release(self) -> None:
-        """The Executor was collected without shutdown(): finish what is pending, then clean up."""
-        self.shutdown(wait=False)
+        """The Executor was collected without shutdown(): finish what is pending, then clean up.
+        Not in a forked child ending (at exit): the executor is its parent's."""
+        if os.getpid() == self._pid:
+            self.shutdown(wait=False)

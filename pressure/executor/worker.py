@@ -75,6 +75,10 @@ HEARTBEAT = 1.0
 ALIVE_FOR = 5.0
 #: How long one wait for a task lasts before the worker checks whether it should stop.
 _POLL = 0.5
+#: The longest a new worker's first heartbeat waits for the worker to ask for its first task.
+FIRST_BEAT = 0.05
+#: While stopping, how often a pool wakes the worker waiting for a task again.
+_WAKE_AGAIN = 0.02
 #: Tasks shorter than this are prefetched (WorkerConfig.prefetch); tasks held behind one
 #: that runs longer go back to the queue.
 SHORT_TASK = 0.005
@@ -169,11 +173,11 @@ class _Worker:
     held when the worker stops.
     """
 
-    def __init__(self, where: WorkerConfig, stop: Callable[[], bool]) -> None:
+    def __init__(self, where: WorkerConfig, stop: Callable[[], bool], backend: Backend | None = None) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
         # one backend for every queue: replies and settlements share one round trip
-        self.backend = Backend(where.config)
+        self.backend = backend or Backend(where.config)
         self.backend.route(self.keys.claims, f"executor {where.name!r}")  # on a cluster: its slot
         self.tasks: Queue[Task] = attach(
             Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
@@ -197,14 +201,21 @@ class _Worker:
         #: deliveries the heartbeat settled, for the main thread to forget (it owns the link)
         self.settled: list[Delivery[Task]] = []
         self.lock = threading.Lock()
+        #: set as the main loop ends (for whatever reason): the heartbeat ends too
+        self.ending = threading.Event()
+        #: set once the worker has asked for its first task
+        self.fetching = threading.Event()
 
     def heartbeat(self) -> None:
         """Record this worker as alive and keep what it holds visible (every HEARTBEAT);
         give back tasks held behind one running longer than SHORT_TASK (at once)."""
+        # the first beat waits for the worker's first wait for a task (or FIRST_BEAT at most):
+        # a worker starting up spends its CPU on its first task, not on a second connection
+        self.fetching.wait(FIRST_BEAT)
         client = Backend(self.where.config).route(self.keys.claims, f"executor {self.where.name!r}").client()
         complaint = Complaint(logger, f"worker {self.id}: heartbeat")
         last_beat = 0.0
-        while not self.stop():
+        while not self.stop() and not self.ending.is_set():
             try:
                 with self.lock:
                     waiting: list[Delivery[Task]] = []
@@ -255,9 +266,13 @@ class _Worker:
     def fetch(self) -> None:
         """Take what is queued now (up to ``prefetch`` while tasks are short; one round trip),
         else wait a little for one task; hold them."""
-        got = self.link.receive_many(self.where.prefetch if self.short else 1)
+        # one at a time (the first task, or after a long one): the blocking get takes a queued
+        # task as well, in one round trip instead of two
+        got = self.link.receive_many(self.where.prefetch) if self.short else []
+        self.fetching.set()
         if not got:
-            got = [self.tasks.receive(timeout=_POLL)]
+            # woken through Redis when told to stop (WorkerPool.stop): never waits out the slice
+            got = [self.link.receive(_POLL, self.stop)]
         with self.lock:
             self.held.extend(got)
 
@@ -414,6 +429,8 @@ class _Worker:
                 if not self.short or self.stop():
                     self._try_finish()  # a long task's result goes out at once
         finally:
+            self.ending.set()
+            beat.join(HEARTBEAT)  # it ends within a round trip: then the connections can go
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
             with contextlib.suppress(PressureError, redis.RedisError):
@@ -431,58 +448,58 @@ class _Worker:
 
 
 def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
-                initargs: tuple[Any, ...], stop: Callable[[], bool]) -> bool | None:
+                initargs: tuple[Any, ...], stop: Callable[[], bool], backend: Backend) -> bool | None:
     """Run the executor's initializer (passed in, or stored in Redis by the executor for
     workers that join from elsewhere). If it fails, the executor is broken: say why in
     Redis, where executors look, and return False. None: told to stop while Redis could
     not be reached to read it."""
     keys = ExecutorKeys.build(where.prefix, where.name)
-    client = Backend(where.config).route(keys.claims, f"executor {where.name!r}").client()
+    client = backend.route(keys.claims, f"executor {where.name!r}").client()
     complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
-    try:
-        stored: Any = None
-        while initializer is None:
-            if stop():
-                return None
-            try:
-                stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
-                complaint.succeeded()
-                if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
-                    _log.event(logger, logging.ERROR, "authkey_mismatch", "executor %r signs its tasks with "
-                               "a key this worker does not hold: start workers with --authkey-file or "
-                               "PRESSURE_AUTHKEY (this worker stops)", where.name, executor=where.name)
-                    return None
-                break
-            except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
-                complaint.failed(exc)
-                pause(_POLL, stop)
+    stored: Any = None
+    while initializer is None:
+        if stop():
+            return None
         try:
-            if stored is not None:
-                if where.authkey:  # never unpickled unless the executor signed it
-                    stored = Signer(where.authkey, keys.config).verify(stored)
-                initializer, initargs = pickle.loads(stored)
-            if initializer is not None:
-                initializer(*initargs)
-            return True
-        except BaseException as exc:  # noqa: BLE001
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            _log.event(logger, logging.ERROR, "initializer_failed", "worker initializer failed:\n%s", text,
-                       executor=where.name, prefix=where.prefix, error=repr(exc))
-            client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
-            return False
-    finally:
-        client.close()
+            stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
+            complaint.succeeded()
+            if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
+                _log.event(logger, logging.ERROR, "authkey_mismatch", "executor %r signs its tasks with "
+                           "a key this worker does not hold: start workers with --authkey-file or "
+                           "PRESSURE_AUTHKEY (this worker stops)", where.name, executor=where.name)
+                return None
+            break
+        except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
+            complaint.failed(exc)
+            pause(_POLL, stop)
+    try:
+        if stored is not None:
+            if where.authkey:  # never unpickled unless the executor signed it
+                stored = Signer(where.authkey, keys.config).verify(stored)
+            initializer, initargs = pickle.loads(stored)
+        if initializer is not None:
+            initializer(*initargs)
+        return True
+    except BaseException as exc:  # noqa: BLE001
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        _log.event(logger, logging.ERROR, "initializer_failed", "worker initializer failed:\n%s", text,
+                   executor=where.name, prefix=where.prefix, error=repr(exc))
+        client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
+        return False
 
 
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
     """Run one worker in this process until ``stop()`` is true; the exit status."""
-    initialized = _initialize(where, initializer, initargs, stop)
+    backend = Backend(where.config)  # the worker's connections, from the first round trip on
+    initialized = _initialize(where, initializer, initargs, stop, backend)
     if initialized is None:
+        backend.disconnect()
         return 0
     if not initialized:
+        backend.disconnect()
         return 1
-    _Worker(where, stop).loop()
+    _Worker(where, stop, backend).loop()
     return 0
 
 
@@ -559,11 +576,13 @@ class WorkerPool:
                                   resolve_authkey(authkey))
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
-        self.context: Any = mp_context or multiprocessing.get_context(
-            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+        # the platform's default, as ProcessPoolExecutor's: fork where it forks (a worker then
+        # starts in a few ms, with nothing to import), forkserver or spawn elsewhere
+        self.context: Any = mp_context or multiprocessing.get_context()
         #: 1 once the processes are told to stop: shared memory without a lock
         self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
+        self._waker: Queue[Task] | None = None
 
     def _spawn(self) -> Any:
         if self.context.get_start_method() == "forkserver":
@@ -597,14 +616,48 @@ class WorkerPool:
         return sum(proc.is_alive() for proc in self.procs)
 
     def stop(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Tell every process to stop after its current task; with ``wait``, join them."""
+        """Tell every process to stop after its current task; with ``wait``, join them.
+
+        A worker waiting for a task is woken through Redis (wake.lua: the queue's waiter; the
+        others wait for the consumer role it then gives back), so an idle pool stops in a few
+        ms. While joining, the waiter is woken again every ``_WAKE_AGAIN`` s: a worker that
+        became the waiter just after a wake, before it saw the stop, is not left waiting."""
         self.stopping.value = 1
-        if wait:
-            for proc in self.procs:
-                proc.join(timeout)
-        _log.event(logger, logging.INFO, "pool_stop", "workers for executor %r told to stop%s", self.where.name,
-                   " (and stopped)" if wait else "", executor=self.where.name, prefix=self.where.prefix,
+        self._wake()
+        if not wait:
+            _log.event(logger, logging.INFO, "pool_stop", "workers for executor %r told to stop", self.where.name,
+                       executor=self.where.name, prefix=self.where.prefix, processes=len(self.procs),
+                       alive=self.alive())
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for proc in self.procs:
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                proc.join(_WAKE_AGAIN if left is None else min(_WAKE_AGAIN, left))
+                if proc.exitcode is not None:
+                    break
+                self._wake()
+        if self._waker is not None:
+            self._waker.disconnect()
+        _log.event(logger, logging.INFO, "pool_stop", "workers for executor %r told to stop (and stopped)",
+                   self.where.name, executor=self.where.name, prefix=self.where.prefix,
                    processes=len(self.procs), alive=self.alive())
+
+    def _wake(self) -> None:
+        """Wake the worker waiting on the task queue, if any (errors are ignored: without
+        Redis, the workers see the stop at the end of their wait)."""
+        if not self.procs:
+            return
+        try:
+            if self._waker is None:
+                self._waker = attach(Queue, ExecutorKeys.build(self.where.prefix, self.where.name).tasks,
+                                     self.where.config, prefix=self.where.prefix, reliable=True,
+                                     create=False)
+            internal(self._waker).wake_waiter()
+        except (PressureError, redis.RedisError, OSError) as exc:
+            logger.debug("worker pool %r: cannot wake its workers: %s", self.where.name, exc)
 
     def __enter__(self) -> WorkerPool:
         return self.start()

@@ -57,9 +57,11 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
   end
 end
 if task_done ~= '1' and (task_done ~= '2' or acked == 0) then return {acked, 0} end
-if redis.call('EXISTS', bound_key) == 0 then return {acked, -4} end
-local produced = counter(produced_messages)
-local done = counter(tasks_done)
+-- the three string keys in one MGET (lib.lua read: a false value is read again)
+local values = redis.call('MGET', bound_key, produced_messages, tasks_done)
+if not values[1] and redis.call('EXISTS', bound_key) == 0 then return {acked, -4} end
+local produced = counter_of(produced_messages, values[2])
+local done = counter_of(tasks_done, values[3])
 if done >= produced then return {acked, -1} end
 done = redis.call('INCR', tasks_done)
 if done >= produced then

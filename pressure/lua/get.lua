@@ -111,7 +111,9 @@ local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
 -- only a client holding the role can be the registered waiter
 local role_free = redis.call('LLEN', consumer_free) > 0
-local registered = not role_free and redis.call('GET', waiter_key) == me
+-- the string keys in one MGET (lib.lua read: a false value is read again with GET)
+local values = redis.call('MGET', bound_key, waiter_key, consumer)
+local registered = not role_free and read(waiter_key, values[2]) == me
 if mode == 'woken' then
   if not registered then return -5 end
   redis.call('LPOP', inflight)
@@ -121,8 +123,9 @@ local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
 
 local function stop_waiting()
   if registered then
+    -- registered: :consumer_free was empty above, and only this gives its token back
     redis.call('DEL', waiter_key)
-    if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
+    redis.call('LPUSH', consumer_free, 1)
     registered = false
   end
 end
@@ -198,17 +201,29 @@ if mode == 'cancel' then
   if redis.call('LLEN', inbox) > 0 then return 1 end
   return -5
 end
+-- One look at the keys that are usually not there (lists empty, no lifecycle feature in use,
+-- open queue): `present` of them existed; none, and the commands that would find them empty
+-- are skipped. look(key) says whether one did, each asked once, before this script changes it.
+local present = redis.call('EXISTS', inflight, held, inbox, delayed, meta, redeliveries, closed)
+local function look(key)
+  if present == 0 or redis.call('EXISTS', key) == 0 then return false end
+  present = present - 1
+  return true
+end
 if default_mode then
   -- returned by the last get: acknowledged by this next one (the client drops them as
   -- soon as it has them; this is for a drop that never arrived). With 'k' the in-flight
   -- list holds the first item of the get_many this batch is for, not returned yet.
-  if flag == 'k' then redis.call('DEL', held) else redis.call('DEL', inflight, held) end
-else
+  if present == 0 then  -- nothing to drop
+  elseif flag == 'k' then present = present - redis.call('DEL', held)
+  else present = present - redis.call('DEL', inflight, held) end
+elseif look(inflight) then
   redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
 end
 -- entries delivered to us earlier (e.g. before a reply was lost) come first
+local in_inbox = look(inbox)
 if nowait then
-  local entry = take_from_inbox()
+  local entry = in_inbox and take_from_inbox()
   if entry and mode == 'nowait' then return entry end
   if entry then
     local entries = {entry}
@@ -219,12 +234,12 @@ if nowait then
     end
     return entries
   end
-elseif redis.call('LLEN', inbox) > 0 then
+elseif in_inbox then
   -- wake-ups still there are stale: this script looks at the queue itself
   redis.call('LREM', inbox, 0, 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
 end
-local raw = redis.call('GET', bound_key)
+local raw = read(bound_key, values[1])
 if not raw then
   if nowait then return -4 end
   return wake(-4)
@@ -236,15 +251,13 @@ end
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
 local waiting = 0  -- delayed items
-local has_meta = false
-if redis.call('EXISTS', delayed, meta) > 0 then  -- one look when neither is used
-  has_meta = redis.call('EXISTS', meta) == 1
-  if redis.call('EXISTS', delayed) == 1 then
-    local room = -1
-    if bound > 0 then room = bound - len end
-    waiting = move_due(delayed, items_key, room, items_push_all)
-    len = items_len(items_key)
-  end
+local redelivered = look(redeliveries)
+local has_meta = look(meta)
+if look(delayed) then
+  local room = -1
+  if bound > 0 then room = bound - len end
+  waiting = move_due(delayed, items_key, room, items_push_all)
+  len = items_len(items_key)
 end
 
 -- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is dropped
@@ -298,7 +311,7 @@ end
 -- finds a consumer's lists only through its record, and a sweep drops the records of
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
-if len == 0 and redis.call('EXISTS', closed) == 1 then
+if len == 0 and look(closed) then
   if waiting == 0 and redis.call('EXISTS', utube) == 0 and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
@@ -316,7 +329,7 @@ if not registered and not role_free then
   end
   return wake(-2)
 end
-if redis.call('GET', consumer) ~= client_id then redis.call('SET', consumer, client_id) end
+if read(consumer, values[3]) ~= client_id then redis.call('SET', consumer, client_id) end
 local taken = nil
 if len > 0 and has_meta then
   local want = 1
@@ -330,7 +343,6 @@ if len > 0 then
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
-  local redelivered = redis.call('EXISTS', redeliveries) == 1
   local items
   if taken then
     items, want = taken, #taken

@@ -27,6 +27,25 @@ local function counter(key)
   return tonumber(raw)
 end
 
+-- Several string keys read in one command (hot scripts: one MGET costs the server about
+-- what one GET does). MGET answers false for a missing key and for one of another type
+-- alike; `read(key, value)` tells them apart only when it matters: a false value is read
+-- again with GET, which fails on a wrong type as a plain GET would have (a missing key,
+-- the rare case for the keys read this way, costs that one GET more).
+local function read(key, value)
+  if value then return value end
+  return redis.call('GET', key)
+end
+
+-- counter(key) for a value `value` already read with MGET.
+local function counter_of(key, value)
+  if not value then return counter(key) end
+  if not string.match(value, '^%d+$') or #value > 15 then
+    fail('PRESSURE bad counter ' .. value .. ' at ' .. key)
+  end
+  return tonumber(value)
+end
+
 -- The number a :bound value stands for, or nil: plain ASCII digits, at most 15
 -- (exact in a Lua number), exactly as the client checks it.
 local function bound_of(raw)

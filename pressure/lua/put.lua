@@ -64,13 +64,18 @@ if meta_arg ~= '' then
   meta, utube = sibling_key(delayed, 'delayed', 'meta'), sibling_key(delayed, 'delayed', 'utube')
 end
 local utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
-local raw = redis.call('GET', bound_key)
+-- the string keys in one MGET (lib.lua read: a false value is read again with GET)
+local values = redis.call('MGET', bound_key, waiter_key, lease_key, produced_messages, produced_bytes,
+                          producer)
+local raw = read(bound_key, values[1])
 if not raw then return -4 end
 local bound = bound_of(raw)
 if not bound then
   return redis.error_reply('PRESSURE bad bound ' .. raw .. ' at ' .. bound_key)
 end
-if redis.call('EXISTS', closed) == 1 then
+-- :closed and :pressure:delayed in one look: neither is there in the common case
+local flags = redis.call('EXISTS', closed, delayed)
+if flags > 0 and redis.call('EXISTS', closed) == 1 then
   -- pass the wake-up on: producers blocked on :not_full wake and see the close
   redis.call('LPUSH', not_full, 1)
   redis.call('LTRIM', not_full, 0, 0)
@@ -80,12 +85,13 @@ if negative_timeout == '1' and bound > 0 then return -7 end
 -- every read comes before the first write: a key of the wrong type fails here, changing nothing
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)
-local waiter = redis.call('GET', waiter_key)
-local lease = redis.call('GET', lease_key)
-counter(produced_messages)
-counter(produced_bytes)
+-- (a :pressure:waiter or :pressure:lease of another type reads as none: no wake-up, and put
+-- writes neither)
+local waiter, lease = values[2], values[3]
+counter_of(produced_messages, values[4])
+counter_of(produced_bytes, values[5])
 local waiting = 0  -- delayed items
-if redis.call('EXISTS', delayed) == 1 then
+if flags > 0 then
   waiting = redis.call('ZCARD', delayed)
 end
 local full = bound > 0 and len + waiting >= bound
@@ -98,7 +104,7 @@ if redis.call('LLEN', producer_free) == 0 then
   end
   return -2
 end
-if redis.call('GET', producer) ~= client_id then redis.call('SET', producer, client_id) end
+if read(producer, values[6]) ~= client_id then redis.call('SET', producer, client_id) end
 if full then
   redis.call('DEL', not_full)
   return -1

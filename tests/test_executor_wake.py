@@ -1,0 +1,165 @@
+"""Executor start-up and shutdown without polling: a worker waiting for a task, and a get
+waiting on a queue, are woken through Redis (wake.lua) when told to stop, instead of at
+the end of their wait; nothing is taken from the queue by the wake. Liveness only (no
+timing): each wait here would otherwise last an hour."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+from pressure._internal import attach, internal
+from pressure.config import ConnectionConfig
+from pressure.executor import worker
+from pressure.executor.worker import WorkerConfig, WorkerPool, run_worker
+from pressure.keys import ExecutorKeys, QueueKeys
+from tests.test_executor import SOON, wait_for
+
+HOUR = 3600.0
+
+
+def _waiter(r: redis.Redis, prefix: str, name: str) -> bytes | None:
+    value: bytes | None = r.get(QueueKeys.build(prefix, name).waiter)
+    return value
+
+
+def test_a_waiting_get_ends_when_woken_and_interrupted(url: str, prefix: str, r: redis.Redis) -> None:
+    q: pressure.Queue[Any] = pressure.Queue("wake", url=url, prefix=prefix, reliable=True)
+    stop = threading.Event()
+    outcome: list[Any] = []
+
+    def consume() -> None:
+        try:
+            outcome.append(internal(q).receive(HOUR, stop.is_set))
+        except pressure.Empty as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    wait_for(lambda: _waiter(r, prefix, "wake"), bool)
+    # woken but not interrupted: it waits on (a wake takes nothing and ends nothing)
+    assert internal(q).wake_waiter()
+    t.join(0.2)
+    assert t.is_alive()
+    stop.set()
+    wait_for(lambda: internal(q).wake_waiter() or not t.is_alive(), bool)
+    t.join(SOON)
+    assert not t.is_alive() and isinstance(outcome[0], pressure.Empty)
+    # the role is given back and nothing was taken: a put and a get work as before
+    q.put("x")
+    assert q.get(timeout=SOON) == "x"
+    q.task_done()
+    assert internal(q).wake_waiter() is False  # nobody waits now
+
+
+def test_an_idle_worker_stops_when_woken(url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the fix a worker saw the stop only when its 0.5 s wait ended; with that wait
+    made an hour long, it stops only if the wake reaches it."""
+    monkeypatch.setattr(worker, "_POLL", HOUR)
+    name = "idle"
+    stop = threading.Event()
+    where = WorkerConfig(name, ConnectionConfig.resolve(url), prefix, 30.0)
+    threads = [threading.Thread(target=run_worker, args=(where, stop.is_set), daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    r = redis.Redis.from_url(url)
+    tasks = ExecutorKeys.build(prefix, name).tasks
+    wait_for(lambda: _waiter(r, prefix, tasks), bool)
+    stop.set()
+    queue = attach(pressure.Queue, tasks, ConnectionConfig.resolve(url), prefix=prefix, reliable=True,
+                   create=False)
+    # one worker is the waiter; the other waits for the consumer role it gives back (or, if it
+    # became the waiter just before it saw the stop, is woken by the next wake: as WorkerPool.stop)
+    wait_for(lambda: (internal(queue).wake_waiter(), not any(t.is_alive() for t in threads))[1], bool)
+    for t in threads:
+        t.join(SOON)
+        assert not t.is_alive()
+    r.close()
+
+
+def test_pool_stop_wakes_its_idle_workers(url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "_POLL", HOUR)  # inherited by the forked workers
+    pool = WorkerPool("pool", url=url, prefix=prefix, processes=2)
+    if pool.context.get_start_method() != "fork":
+        pytest.skip("the patched wait reaches only forked workers")
+    pool.start()
+    r = redis.Redis.from_url(url)
+    tasks = ExecutorKeys.build(prefix, "pool").tasks
+    try:
+        wait_for(lambda: _waiter(r, prefix, tasks), bool)
+        pool.stop(timeout=SOON)
+        assert [p.exitcode for p in pool.procs] == [0, 0]
+    finally:
+        for p in pool.procs:
+            if p.is_alive():
+                os.kill(p.pid, 9)
+        r.close()
+
+
+def test_shutdown_of_an_idle_executor_wakes_everything(url: str, prefix: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result thread and the workers, each waiting an hour, end at shutdown."""
+    from pressure.executor import _core
+
+    monkeypatch.setattr(worker, "_POLL", HOUR)
+    monkeypatch.setattr(_core, "_POLL", HOUR)
+    ex = pressure.Executor(url=url, prefix=prefix, max_workers=2, local_workers=True)
+    if ex._core._pool is None and ex.submit(abs, -1).result(timeout=SOON) != 1:
+        raise AssertionError
+    pool = ex._core._pool
+    assert pool is not None
+    if pool.context.get_start_method() != "fork":
+        pytest.skip("the patched wait reaches only forked workers")
+    done = threading.Event()
+    threading.Thread(target=lambda: (ex.shutdown(wait=True), done.set()), daemon=True).start()
+    assert done.wait(SOON)
+    assert all(p.exitcode == 0 for p in pool.procs)
+
+
+def _exit_quietly() -> None:
+    """A forked child's whole life: it ends as multiprocessing ends it (threading's exit hooks)."""
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="no fork")
+def test_a_forked_child_leaves_the_parents_executor_alone(url: str, prefix: str) -> None:
+    """Local workers are forked now: a child inherits the parent's executors, and runs
+    threading's exit hooks as it ends. Those are the parent's to finish: an executor never
+    used must keep its queues (before the fix the child deleted an anonymous one's keys)."""
+    import multiprocessing
+
+    ex = pressure.Executor(url=url, prefix=prefix, max_workers=1, local_workers=False)
+    child = multiprocessing.get_context("fork").Process(target=_exit_quietly)
+    child.start()
+    child.join(SOON)
+    assert child.exitcode == 0
+    assert ex._core._results.exists and ex._core._tasks.exists
+    ex.shutdown()
+
+
+_FORK_AND_EXIT = """
+import os, sys, pressure
+ex = pressure.Executor(url=sys.argv[1], prefix=sys.argv[2], max_workers=1, local_workers=False)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # ends as a Python program does: threading's and atexit's hooks
+os.waitpid(pid, 0)
+print(ex._core._results.exists, ex._core._tasks.exists)
+ex.shutdown()
+"""
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="no fork")
+def test_a_child_of_os_fork_exiting_normally_leaves_the_parents_executor_alone(url: str, prefix: str) -> None:
+    """The same for a plain os.fork() child that ends with sys.exit (atexit runs the
+    Executor's finalizer there)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FORK_AND_EXIT, url, prefix], capture_output=True, text=True,
+                         timeout=SOON, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr

@@ -1,0 +1,161 @@
+"""Reliable mode, one round trip per item: task_done() posts its acknowledgement (ack.lua)
+without waiting for the reply, which comes back with the handle's next command. The
+acknowledgement really runs; one that did not run (NOSCRIPT, a connection killed under it)
+is sent again by the next call, counted exactly once; a consumer that dies with its
+acknowledgement lost has the item redelivered, never lost; join() in another process sees
+every task_done()."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import pressure
+from tests.test_executor import SOON, wait_for
+
+
+def _reliable(url: str, prefix: str, name: str = "acks", **kw: Any) -> pressure.Queue[Any]:
+    return pressure.Queue(name, url=url, prefix=prefix, reliable=True, **kw)
+
+
+def _warm(q: pressure.Queue[Any]) -> None:
+    """One item got and acknowledged: the ack script is loaded, so the next task_done() posts."""
+    q.put("warm")
+    assert q.get(timeout=SOON) == "warm"
+    q.task_done()
+
+
+def _tasks_done(r: redis.Redis, q: pressure.Queue[Any]) -> int:
+    return int(r.get(q.keys.tasks_done) or 0)
+
+
+def _thread_connection_id(q: pressure.Queue[Any]) -> int:
+    conn = q._backend.thread_connection()
+    conn.send_command("CLIENT", "ID")
+    return int(conn.read_response())
+
+
+def test_task_done_waits_for_no_reply_and_the_ack_runs(url: str, prefix: str, r: redis.Redis) -> None:
+    q = _reliable(url, prefix)
+    _warm(q)
+    for item in ("a", "b"):
+        q.put(item)
+    assert q.get(timeout=SOON) == "a"
+    sends: list[str] = []
+    reads: list[str] = []
+    send, read = q._backend._send, q._backend._read
+
+    def counting_send(conn: Any, data: list[bytes], what: str) -> None:
+        sends.append(what)
+        send(conn, data, what)
+
+    def counting_read(conn: Any, what: str, mutating: bool) -> Any:
+        reads.append(what)
+        return read(conn, what, mutating)
+
+    q._backend._send = counting_send  # type: ignore[method-assign]
+    q._backend._read = counting_read  # type: ignore[method-assign]
+    q.task_done()
+    assert sends == [] and reads == []  # no round trip of its own: nothing sent, nothing read
+    assert q.get(timeout=SOON) == "b"  # the acknowledgement went, and its reply came, with the get
+    assert sends == ["script get and BLMOVE"] and set(reads) == {"script get and BLMOVE"}
+    del q._backend._send, q._backend._read
+    assert len(q.in_flight()) == 1  # only b is in flight: a's acknowledgement ran
+    q.task_done()
+    q.join()  # reads the last posted reply: this handle's task_done()s all count
+    assert q.unfinished_tasks == 0 and _tasks_done(r, q) == 3
+    assert q.in_flight() == []
+    q.delete()
+
+
+def test_an_ack_refused_with_noscript_is_sent_again_exactly(url: str, prefix: str, r: redis.Redis) -> None:
+    q = _reliable(url, prefix)
+    _warm(q)
+    for item in ("a", "b"):
+        q.put(item)
+    assert q.get(timeout=SOON) == "a"
+    r.script_flush()  # the server forgets every script; the handle believes ack.lua loaded
+    q.task_done()  # posted: NOSCRIPT, it did not run
+    assert q.get(timeout=SOON) == "b"
+    q.task_done()  # first sends a's acknowledgement again, then posts b's
+    q.join()
+    assert q.unfinished_tasks == 0 and _tasks_done(r, q) == 3 and q.in_flight() == []
+    q.delete()
+
+
+def test_an_ack_lost_with_its_connection_is_sent_again_exactly(url: str, prefix: str, r: redis.Redis) -> None:
+    q = _reliable(url, prefix)
+    _warm(q)
+    for item in ("a", "b"):
+        q.put(item)
+    assert q.get(timeout=SOON) == "a"
+    r.client_kill_filter(_id=_thread_connection_id(q))
+    q.task_done()  # posted on a connection the server closed: it never runs
+    assert q.get(timeout=SOON) == "b"  # reconnects; a's acknowledgement is owed
+    q.task_done()
+    q.join()
+    assert q.unfinished_tasks == 0 and _tasks_done(r, q) == 3 and q.in_flight() == []
+    q.delete()
+
+
+def test_a_consumer_gone_with_its_ack_lost_has_the_item_redelivered(url: str, prefix: str,
+                                                                    r: redis.Redis) -> None:
+    """At least once: the lost acknowledgement means a redelivery, never a loss."""
+    q = _reliable(url, prefix, visibility_timeout=1.0)
+    _warm(q)
+    q.put("x")
+    assert q.get(timeout=SOON) == "x"
+    r.client_kill_filter(_id=_thread_connection_id(q))
+    q.task_done()  # never runs; the handle is never used again (as if its process died)
+    other = _reliable(url, prefix, visibility_timeout=1.0)
+    delivery = other.receive(timeout=SOON)  # after the visibility timeout
+    assert delivery.item == "x" and delivery.deliveries == 2
+    other.task_done()
+    other.join()
+    assert _tasks_done(r, other) == 2
+    other.delete()
+
+
+def _consume(url: str, prefix: str, n: int, then_sleep: float) -> None:
+    q = _reliable(url, prefix)
+    for _ in range(n):
+        q.get(timeout=SOON)
+        q.task_done()
+    time.sleep(then_sleep)  # idle: no command carries the last posted acknowledgement
+
+
+@pytest.mark.parametrize("then_sleep", [0.0, SOON], ids=["exits", "stays idle"])
+def test_join_in_another_process_sees_every_task_done(url: str, prefix: str, then_sleep: float) -> None:
+    q = _reliable(url, prefix)
+    for i in range(20):
+        q.put(i)
+    ctx = multiprocessing.get_context()
+    proc = ctx.Process(target=_consume, args=(url, prefix, 20, then_sleep))
+    proc.start()
+    try:
+        q.join()  # returns once the consumer's last acknowledgement reached Redis
+        assert q.unfinished_tasks == 0
+        wait_for(lambda: q.in_flight(), lambda held: held == [])
+    finally:
+        proc.kill()
+        proc.join()
+    q.delete()
+
+
+def test_an_error_a_posted_ack_replied_is_raised_by_the_next_call(url: str, prefix: str, r: redis.Redis) -> None:
+    """task_done() returns before its reply; what the reply refuses (here: more task_done()s
+    than items, the counter having been moved under it) is raised by the handle's next call,
+    once."""
+    q = _reliable(url, prefix)
+    q.put("a")
+    assert q.get(timeout=SOON) == "a"
+    r.set(q.keys.tasks_done, r.get(q.keys.produced_messages) or 0)
+    q.task_done()  # posted: returns before the reply says "too many"
+    with pytest.raises(ValueError, match="task_done"):
+        q.join()
+    q.join()  # raised once: the count is what it is now
+    q.delete()
