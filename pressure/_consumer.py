@@ -89,6 +89,9 @@ class _Consumer(Generic[T]):
         #: again by the next call (Reliability._settle_owed); errors posted ones replied
         #: (None: the queue was gone), raised by the next call
         self.owed: list[Delivery[T]] = []
+        #: task_done()s posted whose reply has not been read yet: still this handle's (a
+        #: cancel must not take them for entries never received), as the owed ones are
+        self.posted: list[Delivery[T]] = []
         self.ack_errors: list[Exception | None] = []
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
@@ -411,7 +414,10 @@ class _Consumer(Generic[T]):
     def cancel(self, cid: str) -> Any:
         """Stop waiting; entries in our in-flight list never received go back to our inbox."""
         if self.options.reliable:
-            received = [d.id for d in self.unacked if d.consumer == cid]
+            # what get()s returned and are not settled yet: held, acknowledged by a posted
+            # task_done() not yet run (its reply unread), or owed again
+            held = [*self.unacked, *self.posted, *self.owed]
+            received = [d.id for d in held if d.consumer == cid]
         else:
             received = self.last_received.get(cid, [])
         keys = (*self.get_keys, self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid))

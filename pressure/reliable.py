@@ -207,6 +207,10 @@ class Reliability(Generic[T]):
         name = self._ack_command.name
 
         def check(reply: Any) -> None:  # called in the middle of another command: no I/O
+            try:
+                consumer.posted.remove(delivery)
+            except ValueError:
+                pass
             if isinstance(reply, list) and len(reply) == 2:
                 if reply[1] == AckStatus.TOO_MANY:
                     consumer.ack_errors.append(ValueError("task_done() called too many times"))
@@ -218,6 +222,7 @@ class Reliability(Generic[T]):
             delivery._unsure = True  # LOST, or refused: it may (LOST) or may not have run
             consumer.owed.append(delivery)
 
+        consumer.posted.append(delivery)
         backend.post(self._ack_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1")), check)
         consumer.forget(delivery)
 
