@@ -299,6 +299,10 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             q.task_done()
             self.unfinished -= 1
+            if q is self.reliable:
+                # posted (README: one round trip per item): this handle sees it at once, other
+                # handles once it reaches Redis, which reading this handle's count makes sure of
+                assert q.unfinished_tasks == self.unfinished
 
     @precondition(lambda self: self.unfinished == 0)
     @rule(h=HANDLE)
