@@ -423,7 +423,7 @@ class Queue(Reliability[T]):
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,
                  delay: float | None = None, ttl: float | None = None, ttr: float | None = None,
-            key: str | None = None) -> None:
+                 key: str | None = None) -> None:
         """Put several items into the queue, in order, many per round trip.
 
         Every item is serialized first: if one cannot be, SerializationError is raised and
