@@ -26,7 +26,8 @@ from typing import Any, Generic, NoReturn, TypeVar
 import redis
 
 from . import serializers
-from ._scripts import WAKE, WakeStatus
+from ._producer import BATCH
+from ._scripts import WAKE, PutStatus, WakeStatus
 from ._validate import Options
 from .connection import Backend, ConnectionConfig, PackedScript
 from .queue import Queue
@@ -144,6 +145,42 @@ class Internal(Generic[T]):
         the new length, or a negative status: -1 full and -2 busy, for ``put`` to do the
         patient way; -3 closed, -4 gone). SerializationError and ItemTooLarge are raised here."""
         return self._queue._producer.call(item)
+
+    def payload(self, item: T) -> bytes:
+        """``item`` as a put sends it (SerializationError, or ItemTooLarge, if it cannot go)."""
+        return self._queue._producer.payload(item)
+
+    def put_many_calls(self, items: Sequence[T], payloads: Sequence[bytes]) -> list[tuple[Call, int]]:
+        """Non-blocking puts of ``items`` in order, serialized as ``payloads`` (``payload``),
+        as calls for ``pipeline``, each with how many of the items it carries: one call, or
+        more if they are too large for one command. Each reply is put.lua's: for one item
+        the new length, for more ``[length, how many went in]`` (the first ones, as far as
+        the bound leaves room); or a negative status, none in (as ``put_call``'s)."""
+        producer, backend = self._queue._producer, self._queue._backend
+        rest = list(payloads)
+        orders = self._queue._order_keys(list(items))
+        calls: list[tuple[Call, int]] = []
+        while rest:
+            count = backend.batch_count(rest, BATCH)
+            calls.append((producer.many_call(rest[:count], orders[:count] if orders is not None else None),
+                          count))
+            del rest[:count]
+            if orders is not None:
+                del orders[:count]
+        return calls
+
+    @staticmethod
+    def put_outcome(reply: Any, count: int) -> tuple[int, Any]:
+        """What a reply of a ``put_many_calls`` call carrying ``count`` items says: how many
+        of them went in (the first ones), and what stopped the rest: put.lua's status (an
+        int: -1 full, -2 busy, -3 closed, -4 gone), or the error reply (a redis.RedisError);
+        None if all went in."""
+        if isinstance(reply, list):
+            went = int(reply[1])
+            return went, None if went >= count else int(PutStatus.FULL)
+        if isinstance(reply, int):
+            return (1, None) if reply >= 0 else (0, reply)
+        return 0, reply
 
     # -- the connection -------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import serializers
-from ._scripts import PutStatus
+from ._scripts import PUT, PutStatus
 from ._roles import MIN_WAIT, PRODUCER
 from .connection import SMALLEST_BULK_LIMIT, PackedScript
 from .errors import Full, ProtocolError
@@ -46,6 +46,8 @@ class _Producer(Generic[T]):
         self.durability = queue._options.durability
         #: bytes travel untouched
         self.bytes = isinstance(self.serializer, serializers.BytesSerializer)
+        #: put.lua with ARGV[9..], packed once per number of extra arguments (``many_call``)
+        self._many: dict[int, PackedScript] = {}
 
     def payload(self, item: T) -> bytes:
         """``item`` serialized (SerializationError if it cannot be; ItemTooLarge if too large)."""
@@ -64,6 +66,26 @@ class _Producer(Generic[T]):
         """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
         put.lua's: the new length, or a negative status to pass to ``put`` itself)."""
         return self.command, self.args(self.payload(item), self.order_key(item))
+
+    def many_call(self, payloads: list[bytes], orders: list[bytes] | None) -> tuple[PackedScript, list[bytes | str]]:
+        """A non-blocking put of all of ``payloads`` (serialized, with their order keys
+        ``orders``, None where the kind has none), as one call for ``Backend.pipeline``; the
+        caller keeps them within what one command takes (``Backend.batch_count``). Its reply
+        is put.lua's: for one item as ``call``'s; for more, ``[length, how many went in]``
+        (the first ones, in order, as far as the bound leaves room), or a negative status
+        (none went in)."""
+        order = orders[0] if orders else b""
+        args = self.args(payloads[0], order)
+        if len(payloads) == 1:
+            return self.command, args
+        more: list[bytes] = payloads[1:] if orders is None else [
+            arg for pair in zip(payloads[1:], orders[1:]) for arg in pair]
+        command = self._many.get(len(more))
+        if command is None:
+            if len(self._many) >= 16:  # the lengths a sender meets are few: keep the last ones
+                self._many.pop(next(iter(self._many)))
+            command = self._many[len(more)] = PUT.command(self.keys, variant=self.queue._variant, more=len(more))
+        return command, [*args, *more]
 
     def dumps_all(self, items: list[T] | tuple[T, ...]) -> list[bytes]:
         """Every item serialized, in a new list; SerializationError for the first that cannot be."""

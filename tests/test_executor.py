@@ -565,6 +565,26 @@ def test_max_pending_makes_submit_block_until_a_worker_takes_a_task(
     assert held.result()[0] == "held"
 
 
+def test_tasks_and_replies_sent_in_one_call_each_meet_a_bound_partway(
+        make_executor: Callable[..., pressure.Executor], url: str, prefix: str, r: redis.Redis) -> None:
+    """The sender puts a batch of tasks in one put.lua call, and a worker its replies: when the
+    task queue's bound (set here by another client) takes only some, the rest go in the
+    patient way, in order; the same for replies meeting a bounded result queue. Every task
+    runs once and every future gets its own result."""
+    ex = make_executor("bounded-elsewhere", local_workers=False)
+    r.set(f"{prefix}:bounded-elsewhere:tasks:bound", 3)
+    results_bound = [k for k in keys_under(r, prefix) if b":results:" in k and k.endswith(b":bound")]
+    assert len(results_bound) == 1
+    r.set(results_bound[0], 2)
+    futures = [ex.submit(tasks.square, i) for i in range(12)]
+    wait_for(lambda: r.llen(f"{prefix}:bounded-elsewhere:tasks"), lambda n: n == 3)
+    time.sleep(0.3)  # the rest wait for room: the bound holds
+    assert r.llen(f"{prefix}:bounded-elsewhere:tasks") == 3 and not any(f.done() for f in futures)
+    with WorkerPool("bounded-elsewhere", url=url, prefix=prefix, processes=1):
+        assert [f.result(timeout=SOON) for f in futures] == [i * i for i in range(12)]
+    assert ex.statistics().retried == 0
+
+
 # -- keys -----------------------------------------------------------------------------------------
 
 

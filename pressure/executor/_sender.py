@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -204,57 +204,74 @@ class _Sender:
         return failure
 
     def _send_batch(self, batch: list[_Outgoing]) -> tuple[list[_Outgoing], PressureError | None]:
-        """Mark and put tasks (one round trip; the patient way, one by one, those that find
-        the queue full). Returns the tasks left to send again and why: Redis failed (their
+        """Mark and put tasks: one round trip, one put.lua call for all of them (more only if
+        they are too large for one command); the patient way, one by one, those that find
+        the queue full. Returns the tasks left to send again and why: Redis failed (their
         puts may have run if the error is OutcomeUnknown: ``maybe_sent``)."""
         tasks = self._tasks
-        puts = []
+        link = internal(tasks)
+        payloads: list[bytes] = []
         for entry in list(batch):
             try:
-                puts.append(internal(tasks).put_call(entry.task))
+                payloads.append(link.payload(entry.task))
             except PressureError as exc:  # ItemTooLarge, SerializationError: this task alone fails
                 batch.remove(entry)
                 self._fail(entry, exc)
         if not batch:
             return [], None
         ids: list[bytes | str] = [entry.task.id for entry in batch]
-        calls = [(SUBMIT.command(self._keys, more=len(ids)), ids), *puts]
+        puts = link.put_many_calls([entry.task for entry in batch], payloads)
+        del payloads
+        calls = [(SUBMIT.command(self._keys, more=len(ids)), ids), *(call for call, _ in puts)]
         try:
-            marked, *replies = internal(tasks).pipeline(calls)
+            marked, *replies = link.pipeline(calls)
         except OutcomeUnknown as exc:
             for entry in batch:
                 entry.maybe_sent = True
             return batch, exc
         except BackendError as exc:
             return batch, exc
-        if isinstance(marked, redis.RedisError):
-            replies = [marked] * len(batch)
-        for i, (entry, reply) in enumerate(zip(batch, replies)):
-            if isinstance(reply, int) and reply in (PutStatus.FULL, PutStatus.BUSY):
+        # each task's outcome: None (it went in), put.lua's status, or the error reply
+        outcomes: list[Any] = []
+        for (_, count), reply in zip(puts, replies):
+            went, stop = link.put_outcome(marked if isinstance(marked, redis.RedisError) else reply, count)
+            outcomes += [None] * went + [stop] * (count - went)
+        for entry, outcome in zip(batch, outcomes):
+            if outcome is None and entry.sent is not None:
+                entry.sent.set()
+        for i, (entry, outcome) in enumerate(zip(batch, outcomes)):
+            if outcome is None:
+                continue
+            if isinstance(outcome, int) and outcome in (PutStatus.FULL, PutStatus.BUSY):
                 try:  # full, or a plain spec client mid-put: the patient way
                     tasks.put(entry.task)
-                    reply = 0
+                    outcome = None
                 except OutcomeUnknown as exc:
                     entry.maybe_sent = True
-                    return batch[i:], exc
+                    return self._unsent_from(batch, outcomes, i), exc
                 except BackendError as exc:
-                    return batch[i:], exc
+                    return self._unsent_from(batch, outcomes, i), exc
                 except PressureError as exc:
-                    reply = exc
-            if isinstance(reply, int) and reply >= 0:
+                    outcome = exc
+            if outcome is None:
                 if entry.sent is not None:
                     entry.sent.set()
                 continue
-            if isinstance(reply, redis.RedisError):
+            if isinstance(outcome, redis.RedisError):
                 try:
-                    internal(tasks).raise_error(reply, "script put (a task)")
+                    link.raise_error(outcome, "script put (a task)")
                 except PressureError as exc:
-                    reply = exc
-            elif isinstance(reply, int):
-                reply = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
-                    if reply == PutStatus.NO_QUEUE else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
-            self._fail(entry, reply)
+                    outcome = exc
+            elif isinstance(outcome, int):
+                outcome = QueueDoesNotExist(f"the task queue {self._keys.tasks!r} is gone") \
+                    if outcome == PutStatus.NO_QUEUE else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
+            self._fail(entry, outcome)
         return [], None
+
+    @staticmethod
+    def _unsent_from(batch: list[_Outgoing], outcomes: list[Any], i: int) -> list[_Outgoing]:
+        """The tasks from ``batch[i]`` on that did not go in (to send again, in order)."""
+        return [entry for entry, outcome in zip(batch[i:], outcomes[i:]) if outcome is not None]
 
     def _fail(self, entry: _Outgoing, error: BaseException) -> None:
         """A task could not be sent: its future fails with ``error``."""

@@ -48,7 +48,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -56,7 +56,7 @@ import redis
 
 from .. import identity
 from .._internal import attach, internal
-from .._scripts import CLAIM, SETTLE, ClaimStatus
+from .._scripts import CLAIM, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from ..connection import Backend, ConnectionConfig, PackedScript
 from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
@@ -359,14 +359,23 @@ class _Worker:
             self.link.forget(delivery)
 
     def _send_replies(self, done: list[tuple[Delivery[Task], bytes | None]]) -> None:
-        calls: list[tuple[PackedScript, list[bytes | str]]] = []
-        sent: list[tuple[Queue[bytes], bytes]] = []
+        # the replies, one put.lua call per reply queue (usually one: the executor's), then the
+        # settlement: one pipeline
+        by_queue: dict[str, tuple[Queue[bytes], list[bytes]]] = {}
         for delivery, message in done:
             if message is not None:
                 queue = self._reply_queue(delivery.item)
                 framed = delivery.item.id.encode() + b"\n" + message
-                calls.append(internal(queue).put_call(framed))
-                sent.append((queue, framed))
+                by_queue.setdefault(delivery.item.reply_to, (queue, []))[1].append(framed)
+        calls: list[tuple[PackedScript, Sequence[bytes | str | int]]] = []
+        puts: list[tuple[Queue[bytes], list[bytes], int]] = []  # queue, its replies, how many a call carries
+        for queue, messages in by_queue.values():
+            first = 0
+            link = internal(queue)
+            for call, count in link.put_many_calls(messages, [link.payload(message) for message in messages]):
+                calls.append(call)
+                puts.append((queue, messages[first:first + count], count))
+                first += count
         settle: list[bytes | str] = [self.consumer]
         for delivery, _ in done:
             settle += (delivery.id, delivery.item.id)
@@ -375,11 +384,13 @@ class _Worker:
         for reply in replies:
             if isinstance(reply, redis.RedisError):
                 self.backend.raise_error(reply, "replies and settlements", True)
-        for (queue, framed), reply in zip(sent, replies):
-            if reply in (-1, -2):  # full, or a plain spec client mid-put: put it the patient way
-                with contextlib.suppress(ShutDown):
-                    queue.put(framed)
-            # -3 or -4 (closed, deleted): the executor is gone, nobody waits for this result
+        for (queue, messages, count), reply in zip(puts, replies):
+            went, stop = internal(queue).put_outcome(reply, count)
+            if stop in (PutStatus.FULL, PutStatus.BUSY):  # full, or a plain spec client mid-put: the
+                for message in messages[went:]:         # patient way
+                    with contextlib.suppress(ShutDown):
+                        queue.put(message)
+            # -3 or -4 (closed, deleted): the executor is gone, nobody waits for these results
 
     def _try_finish(self) -> None:
         """finish(), or keep the replies for the next try if Redis fails meanwhile (the tasks
