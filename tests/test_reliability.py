@@ -410,3 +410,29 @@ def test_threads_sharing_a_reliable_handle_acknowledge_each_delivery_once(make_q
     assert sorted(got) == list(range(n))
     assert q.in_flight() == []
     assert q.unfinished_tasks == 0
+
+
+def test_a_consumer_holding_many_deliveries_settles_each_wherever_it_is(make_queue: Any) -> None:
+    """ack, touch and release find a delivery anywhere in a long in-flight list: they search
+    from the oldest end a growing chunk at a time (16, 32, 64...), so entries on both sides
+    of each chunk's edge, the newest and the oldest are all found, once."""
+    import random
+
+    q = make_queue("many-held", reliable=True)
+    n = 150
+    q.put_many(list(range(n)))
+    held = [q.receive(timeout=5) for _ in range(n)]
+    assert [d.item for d in held] == list(range(n))
+    # the entries at the chunk edges, counted from the oldest (the tail): 15/16, 47/48, 111/112
+    edges = {0, 15, 16, 47, 48, 111, 112, n - 1}
+    for i in sorted(edges):
+        assert held[i].touch() is True
+    assert held[48].release() is True and held[48].release() is False
+    assert q.get(timeout=5) == 48  # back at the head of the queue
+    q.task_done()  # that redelivery's own count
+    order = [i for i in range(n) if i != 48]
+    random.Random(7).shuffle(order)
+    for i in order:
+        assert held[i].ack() is True
+        assert held[i].ack() is False
+    assert not q.in_flight() and q.qsize() == 0

@@ -47,13 +47,11 @@ end
 local acked = 0
 local prefix = delivery .. ':'
 if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
-  for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
-    if string.sub(entry, 1, #prefix) == prefix then
-      redis.call('LREM', inflight, 1, entry)
-      if redis.call('EXISTS', meta) == 1 then done_with(entry) end
-      acked = 1
-      break
-    end
+  local entry = find_entry(inflight, prefix)
+  if entry then
+    redis.call('LREM', inflight, -1, entry)  -- from the tail, where find_entry found it
+    if redis.call('EXISTS', meta) == 1 then done_with(entry) end
+    acked = 1
   end
 end
 if task_done ~= '1' and (task_done ~= '2' or acked == 0) then return {acked, 0} end

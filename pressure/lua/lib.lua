@@ -37,6 +37,27 @@ local function read(key, value)
   return redis.call('GET', key)
 end
 
+-- The entry of an in-flight list `list` that starts with `prefix` ('<delivery>:'), and its
+-- index counted from the tail (-1 the last), or nil. Searched from the tail, where the
+-- oldest deliveries are (gets push new entries at the head) and which task_done()
+-- acknowledges first, a growing chunk at a time: an acknowledgement in delivery order reads
+-- a few entries, not the whole list (a consumer holding n deliveries took O(n^2) to
+-- acknowledge them all when each call read the whole list).
+local function find_entry(list, prefix)
+  local len = redis.call('LLEN', list)
+  local stop, chunk = -1, 16
+  while -stop <= len do
+    local entries = redis.call('LRANGE', list, stop - chunk + 1, stop)
+    local last = #entries
+    for i = last, 1, -1 do
+      if string.sub(entries[i], 1, #prefix) == prefix then return entries[i], stop - (last - i) end
+    end
+    stop = stop - chunk
+    chunk = chunk * 2
+  end
+  return nil
+end
+
 -- counter(key) for a value `value` already read with MGET.
 local function counter_of(key, value)
   if not value then return counter(key) end

@@ -182,16 +182,14 @@ if mode == 'release' then
     for j = #entries, 1, -1 do redis.call('LPUSH', key, entries[j]) end
     redis.call('DEL', held)
   end
-  for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
-    if string.sub(entry, 1, #prefix) == prefix then
-      redis.call('LREM', key, 1, entry)
-      requeue(entry)
-      if reason == 'buried' then
-        redis.call('HINCRBY', counts_key, 'bury', 1)
-      else
-        redis.call('HINCRBY', counts_key, 'release', 1)
-      end
-      break
+  local entry = find_entry(key, prefix)
+  if entry then
+    redis.call('LREM', key, -1, entry)  -- from the tail, where find_entry found it
+    requeue(entry)
+    if reason == 'buried' then
+      redis.call('HINCRBY', counts_key, 'bury', 1)
+    else
+      redis.call('HINCRBY', counts_key, 'release', 1)
     end
   end
 elseif mode == 'recover' then

@@ -23,11 +23,8 @@ if delivery == '*' then
   return touched
 end
 local prefix = delivery .. ':'
-for i, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
-  if string.sub(entry, 1, #prefix) == prefix then
-    local deliveries, rest = string.match(entry, '^[^:]*:([^:]*):[^:]*:(.*)$')
-    redis.call('LSET', inflight, i - 1, delivery .. ':' .. deliveries .. ':' .. now .. ':' .. rest)
-    return 1
-  end
-end
-return 0
+local entry, index = find_entry(inflight, prefix)
+if not entry then return 0 end
+local deliveries, rest = string.match(entry, '^[^:]*:([^:]*):[^:]*:(.*)$')
+redis.call('LSET', inflight, index, delivery .. ':' .. deliveries .. ':' .. now .. ':' .. rest)
+return 1
