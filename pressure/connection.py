@@ -238,6 +238,11 @@ class Backend(Wire):
             self.raise_error(second, f"BLMOVE after script {command.name}", True)
         return first, second, third
 
+    def is_loaded(self, name: str) -> bool:
+        """Whether script ``name`` is known to be loaded on the server (as far as this backend
+        has seen: a restarted server answers NOSCRIPT, and it is loaded again)."""
+        return name in self._loaded
+
     def _load_on(self, conn: redis.connection.AbstractConnection, name: str) -> None:
         what = f"SCRIPT LOAD {name}"
         self._send(conn, [b"".join(conn.pack_command("SCRIPT", "LOAD", _script_source(name)))], what)

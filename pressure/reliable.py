@@ -128,7 +128,7 @@ class Reliability(Generic[T]):
 
     # -- settling one delivery --------------------------------------------------------
 
-    def _ack(self, delivery: Delivery[T], task_done: bool) -> bool:
+    def _ack(self, delivery: Delivery[T], task_done: bool, *, held: bool = True) -> bool:
         """Acknowledge ``delivery`` (ack.lua). With ``task_done``, count the task exactly once
         across lost replies: after a reply lost on a broken connection, the acknowledgement
         is sent again at once in the form that counts the task only if the delivery is still
@@ -152,7 +152,8 @@ class Reliability(Generic[T]):
                                                              durability=self._options.durability)
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
-        self._consumer.forget(delivery)
+        if held:  # else not among the deliveries held (task_done() took it): no need to look
+            self._consumer.forget(delivery)
         if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
         if unfinished == AckStatus.NO_QUEUE:
@@ -191,8 +192,12 @@ class Reliability(Generic[T]):
         """Whether task_done() may post ``delivery``'s acknowledgement instead of waiting for
         it: no durability to wait for (WAIT needs the reply) and the delivery not in doubt (an
         acknowledgement refused with NOSCRIPT, on a server that lost its scripts, is sent again
-        by the next call)."""
-        return self._options.durability is None and not delivery._unsure
+        by the next call), and its script loaded on the server: a posted call is never loaded
+        on NOSCRIPT, so the first acknowledgement waits for its reply (which loads it); else
+        a handle that took many items and then called task_done() for each posted every
+        acknowledgement into NOSCRIPT and sent each again, one round trip apiece."""
+        return (self._options.durability is None and not delivery._unsure
+                and self._backend.is_loaded(self._ack_command.name))
 
     def _post_ack(self, delivery: Delivery[T]) -> None:
         """task_done() for ``delivery`` without a round trip of its own: its ack.lua call goes
@@ -224,7 +229,6 @@ class Reliability(Generic[T]):
 
         consumer.posted.append(delivery)
         backend.post(self._ack_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1")), check)
-        consumer.forget(delivery)
 
     def _settle_owed(self, flush: bool = False) -> None:
         """Deal with what posted acknowledgements left: send again those that did not run or
@@ -240,7 +244,7 @@ class Reliability(Generic[T]):
             except IndexError:  # another thread of this handle took the last one
                 break
             try:
-                self._ack(delivery, task_done=True)
+                self._ack(delivery, task_done=True, held=False)
             except BackendError:  # still unknown (_unsure): the next call tries again
                 consumer.owed.insert(0, delivery)
                 raise
@@ -290,7 +294,7 @@ class Reliability(Generic[T]):
                     if self._can_post(delivery):
                         self._post_ack(delivery)  # no round trip: it goes with the next command
                     else:
-                        self._ack(delivery, task_done=True)
+                        self._ack(delivery, task_done=True, held=False)
                 except (ValueError, QueueDoesNotExist):
                     raise  # answered: the delivery is settled or gone
                 except BaseException:
