@@ -43,7 +43,8 @@ entry handed over in that instant stays in A's inbox for A's next get.
 A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, waiting
 for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
 dead holders, the sweep), ``reliable`` (``Delivery`` and settling, task_done and join,
-in_flight, dead letters, repair: a base class of ``Queue``), ``_records`` (what the server
+in_flight, dead letters, repair: a base class of ``Queue``), ``_inspect`` (peek, size,
+bound, state and statistics: a base class too), ``_records`` (what the server
 replies), ``_scripts`` (the lifecycle scripts' bindings) and ``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
 them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
 only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
@@ -65,10 +66,11 @@ import redis.cluster
 
 from . import _log, serializers
 from ._consumer import _Consumer
+from ._inspect import Inspection
 from ._producer import _Producer
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT, SET_BOUND, STATS, CloseStatus,
-                       CreateStatus, DeleteStatus, DrainStatus, PutStatus, QueueScript, SetBoundStatus)
+from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, PUT, CloseStatus, CreateStatus, DeleteStatus,
+                       DrainStatus, PutStatus, QueueScript)
 from ._roles import CONSUMER, PRODUCER, _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
@@ -113,7 +115,7 @@ def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
         queue.disconnect()
 
 
-class Queue(Reliability[T]):
+class Queue(Reliability[T], Inspection[T]):
     """A FIFO queue in Redis, shared by every process and host that names it.
 
     ``Queue(name, maxsize)`` creates the queue if it does not exist (protocol
@@ -572,107 +574,6 @@ class Queue(Reliability[T]):
         if not self._options.reliable:
             self._consumer.drop_received(delivery.consumer)
         return delivery
-
-    # -- inspection ----------------------------------------------------------------
-
-    def peek(self, n: int = 1) -> list[T]:
-        """Return the next ``n`` items, next-out first, without consuming them."""
-        n = _count("n", n)
-        if n == 0:
-            return []
-        return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
-
-    # -- size and state -----------------------------------------------------------
-
-    def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = self._call(INFO, mutating=False)
-        if not exists:
-            raise self._missing(forget=False)
-        return exists, length, self._parse_bound(bound), bool(closed)
-
-    def qsize(self) -> int:
-        """Return the approximate size of the queue (not reliable!)."""
-        return self._info()[1]
-
-    def empty(self) -> bool:
-        """Return True if the queue is empty, False otherwise (not reliable!)."""
-        return self._info()[1] == 0
-
-    def full(self) -> bool:
-        """Return True if the queue is full, False otherwise (not reliable!)."""
-        _, length, bound, _ = self._info()
-        return 0 < bound <= length
-
-    @property
-    def maxsize(self) -> int:
-        """The bound stored in Redis (0 = unbounded), read on every access.
-
-        Assigning it changes the bound for every client at once; values <= 0
-        mean unbounded, as for queue.Queue.
-        """
-        return self._info()[2]
-
-    @maxsize.setter
-    def maxsize(self, value: int) -> None:
-        bound = _maxsize_value(value)
-        if self._call(SET_BOUND, bound) == SetBoundStatus.NO_QUEUE:
-            raise self._missing()
-
-    @property
-    def exists(self) -> bool:
-        """Whether the queue exists (protocol Exists)."""
-        return bool(self._call(INFO, mutating=False)[0])
-
-    @property
-    def closed(self) -> bool:
-        """Whether the queue has been closed (protocol Closed). True is permanent."""
-        return self._info()[3]
-
-    @property
-    def is_shutdown(self) -> bool:
-        """Same as ``closed``, under queue.Queue's 3.13 name."""
-        return self._info()[3]
-
-    def statistics(self) -> QueueStatistics:
-        """Return a snapshot of the queue's counters (one atomic round trip)."""
-        if self._options.reliable:
-            self._backend.flush()  # this handle's own posted task_done()s count
-        k = self._keys
-        client = self._backend.client()
-        pipe = client.pipeline(transaction=True)
-        pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
-                  k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
-        self._count_items(pipe)
-        pipe.exists(k.closed)
-        pipe.llen(k.dead)
-        values, length, closed, dead = self._backend.call("statistics", pipe.execute)
-        bound_raw, *counters, producer, consumer = values
-        if bound_raw is None:
-            raise self._missing(forget=False)
-        names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
-                 k.tasks_done, k.discarded)
-        for name, value in zip(names, counters):
-            if value is not None and not value.lstrip(b"-").isdigit():
-                raise ProtocolError(f"{name} holds {value!r}, not an integer")
-        pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
-        # the lifecycle's figures: a second atomic step (lua/stats.lua)
-        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
-                                                     mutating=False)
-        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
-        # acknowledged (in the default mode and by a spec client, as the get returned it)
-        take = cm + counts.get("returned", 0) + counts.get("kick", 0)
-        ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
-        calls = {"put": pm, "take": take, "ack": max(ack, 0),
-                 **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
-        return QueueStatistics(
-            name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
-            produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
-            producer=None if producer is None else producer.decode(errors="replace"),
-            consumer=None if consumer is None else consumer.decode(errors="replace"),
-            delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
-        )
 
     # -- close, shutdown, delete ----------------------------------------------------
 
