@@ -44,7 +44,8 @@ A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, w
 for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
 dead holders, the sweep), ``reliable`` (``Delivery`` and settling, task_done and join,
 in_flight, dead letters, repair: a base class of ``Queue``), ``_inspect`` (peek, size,
-bound, state and statistics: a base class too), ``_records`` (what the server
+bound, state and statistics: a base class too), ``_lifecycle`` (create-or-attach, close,
+shutdown, delete, pickling and disconnecting: a base class too), ``_records`` (what the server
 replies), ``_scripts`` (the lifecycle scripts' bindings) and ``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
 them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
 only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
@@ -53,10 +54,8 @@ only. pressure's own layers (executor, Spark) drive a handle through ``_internal
 from __future__ import annotations
 
 import dataclasses
-import logging
 import multiprocessing.util
 import numbers
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -64,18 +63,18 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from . import _log, serializers
+from . import serializers
 from ._consumer import _Consumer
 from ._inspect import Inspection
+from ._lifecycle import _EXIT_PRIORITY, Lifecycle, _delete_at_exit
 from ._producer import _Producer
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, PUT, CloseStatus, CreateStatus, DeleteStatus,
-                       DrainStatus, PutStatus, QueueScript)
-from ._roles import CONSUMER, PRODUCER, _Roles
+from ._scripts import ACK, FORGET, GET, PUT, PutStatus, QueueScript
+from ._roles import _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
 from .connection import Backend, ConnectionConfig
-from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
+from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
 from .signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
@@ -85,37 +84,8 @@ __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "Re
 
 T = TypeVar("T")
 
-#: How long create-or-attach waits for a Delete in progress to finish.
-_CREATE_WAIT = 5.0
-#: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
-#: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
-_EXIT_PRIORITY = -10
 
-
-def _spawning() -> bool:
-    """Whether this process is pickling the arguments of a child process it is starting."""
-    from multiprocessing.context import get_spawning_popen
-
-    return get_spawning_popen() is not None
-
-
-def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
-    """Delete an anonymous queue as its creator exits, through a new handle built from
-    the original's configuration; a failure is logged, never raised."""
-    queue = cls.__new__(cls)
-    queue.__setstate__(state)
-    try:
-        queue.delete()
-    except QueueDoesNotExist:
-        pass  # deleted already
-    except PressureError as exc:
-        _log.event(_log.QUEUE, logging.WARNING, "anonymous_delete_failed", "could not delete anonymous queue "
-                   "%r at exit: %s", queue.name, exc, queue=queue.name, key=queue.keys.base, error=str(exc))
-    finally:
-        queue.disconnect()
-
-
-class Queue(Reliability[T], Inspection[T]):
+class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
     """A FIFO queue in Redis, shared by every process and host that names it.
 
     ``Queue(name, maxsize)`` creates the queue if it does not exist (protocol
@@ -137,8 +107,6 @@ class Queue(Reliability[T], Inspection[T]):
     _KIND = "fifo"
     #: Whether a stored item is the payload itself (else ``_unwrap`` finds it inside).
     _STORES_PAYLOADS = True
-    #: Deletes an anonymous queue when its creating process exits (None otherwise).
-    _exit_delete: multiprocessing.util.Finalize[None] | None
 
     def __init__(
         self,
@@ -292,69 +260,6 @@ class Queue(Reliability[T], Inspection[T]):
 
     def __class_getitem__(cls, item: Any) -> Any:
         return super().__class_getitem__(item)  # type: ignore[misc]
-
-    # -- pickling: the handle travels as configuration, never as a socket -----------
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "name": self._name,
-            "prefix": self._prefix,
-            "serializer": self._serializer_spec,
-            "client_id": self._client_id,
-            "config": self._backend.config,
-            "options": self._options,
-            # the keys travel only to a child process being started, as multiprocessing's
-            # authkey does; anywhere else the other side reads its own (PRESSURE_AUTHKEY)
-            "signed": bool(self._authkey),
-            "authkey": self._authkey if _spawning() else (),
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        keys = tuple(state.get("authkey", ())) or ()
-        if state.get("signed") and not keys:
-            keys = resolve_authkey(None)
-            if not keys:
-                raise ValueError(f"queue {state['name']!r} signs its items, and its handle carries no key "
-                                 f"(keys are never pickled): set PRESSURE_AUTHKEY in this process")
-        self._setup(state["name"], state["prefix"], state["serializer"], state["client_id"],
-                    Backend(state["config"]), state["options"], keys)
-
-    # -- create-or-attach -----------------------------------------------------------
-
-    def _create(self, maxsize: int | None) -> None:
-        k = self._keys
-        deadline = time.monotonic() + _CREATE_WAIT
-        while True:
-            status, stored = self._call(CREATE, 0 if maxsize is None else maxsize, self._KIND,
-                                        k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-            if status == CreateStatus.OTHER_KIND:
-                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-                raise QueueExistsError(
-                    f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
-                )
-            if status != CreateStatus.DELETING:
-                break
-            if time.monotonic() > deadline:
-                raise PressureError(
-                    f"queue {self._name!r} is being deleted, or an interrupted delete left "
-                    f"its keys behind: cannot create it now"
-                )
-            time.sleep(0.02)
-        bound = self._parse_bound(stored)
-        if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
-            raise QueueExistsError(
-                f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
-            )
-
-    def _attach(self, maxsize: int | None) -> None:
-        """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
-        if one is given). One read-only round trip; nothing is written."""
-        if not self.exists:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
-                                    f"check the name, the prefix {self._prefix!r} and the server)")
-        if maxsize is not None and self.maxsize != maxsize:
-            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
-                                   f"not {maxsize}")
 
     def _parse_bound(self, raw: bytes | str) -> int:
         """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
@@ -575,68 +480,7 @@ class Queue(Reliability[T], Inspection[T]):
             self._consumer.drop_received(delivery.consumer)
         return delivery
 
-    # -- close, shutdown, delete ----------------------------------------------------
-
-    def close(self) -> None:
-        """Close the queue for every client (protocol Close): ``shutdown(immediate=False)``.
-
-        Further puts raise ShutDown; consumers drain what is left (and what other
-        consumers give back or leave at their death), then get raises ShutDown,
-        and blocked consumers and producers wake. Closing a
-        closed queue does nothing. Unlike multiprocessing.Queue.close(), this
-        acts on the shared queue, not on this handle: see ``disconnect()``.
-        """
-        while True:
-            result = self._call(CLOSE, self.client_id, self._keys.inbox_prefix)
-            if result == CloseStatus.NO_QUEUE:
-                raise self._missing()
-            if result != CloseStatus.BUSY:
-                return
-            self._roles.wait_for_role(PRODUCER, self._backend.slice)
-
-    def shutdown(self, immediate: bool = False) -> None:
-        """Shut-down the queue, making queue gets and puts raise ShutDown.
-
-        By default, gets will only raise once the queue is empty. Set
-        'immediate' to True to make gets raise immediately instead, discarding
-        what is queued (unfinished tasks drop by the number discarded).
-        All blocked callers of put() and get() will be unblocked.
-        """
-        self.close()
-        if not immediate:
-            return
-        while True:
-            result = self._call(DRAIN, self.client_id)
-            if result == DrainStatus.NO_QUEUE:
-                raise self._missing()
-            if result != DrainStatus.BUSY:
-                return
-            self._roles.wait_for_role(CONSUMER, self._backend.slice)
-
-    def delete(self) -> None:
-        """Delete the queue and every key it has (protocol Delete); unread items are lost.
-
-        Blocked clients wake (producers and consumers raise QueueDoesNotExist);
-        the keys go in one step once neither role is held.
-        """
-        k = self._keys
-        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-        result = self._call(DELETE, "begin", *prefixes)
-        if self._exit_delete is not None:
-            self._exit_delete.cancel()
-            self._exit_delete = None
-        while True:
-            if result == DeleteStatus.DELETED:
-                return
-            if result == DeleteStatus.NO_QUEUE:
-                raise self._missing()
-            if result == DeleteStatus.RECREATED:
-                raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            self._roles.wait_for_role(PRODUCER if result == DeleteStatus.WAIT_PRODUCER else CONSUMER,
-                                      self._backend.slice)
-            result = self._call(DELETE, "finish", *prefixes)
-
-    # -- iteration and resources ----------------------------------------------------
+    # -- iteration --------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[T]:
         """Yield items until the queue is closed and drained."""
@@ -645,21 +489,3 @@ class Queue(Reliability[T], Inspection[T]):
                 yield self.get()
             except ShutDown:
                 return
-
-    def disconnect(self) -> None:
-        """Close this handle's connections (the queue itself is untouched; never closes a
-        ``connection`` passed in). The handle reconnects if used again."""
-        if self._options.reliable and (self._consumer.owed or self._backend._thread.unread):
-            try:  # task_done()s posted: their replies, and what must be sent again
-                self._settle_owed(flush=True)
-            except PressureError as exc:  # in flight still: redelivered, never lost
-                _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
-                           "confirmed (their items are redelivered): %s", self._name, queue=self._name,
-                           key=self._keys.base, error=str(exc))
-        self._backend.disconnect()
-
-    def __enter__(self) -> Queue[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.disconnect()
