@@ -42,9 +42,6 @@ class Inspection(Generic[T]):
     def _count_items(self, pipe: Any) -> None:
         raise NotImplementedError
 
-    def _parse_bound(self, raw: bytes | str) -> int:
-        raise NotImplementedError
-
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         raise NotImplementedError
 
@@ -61,6 +58,13 @@ class Inspection(Generic[T]):
         return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
 
     # -- size and state -----------------------------------------------------------
+
+    def _parse_bound(self, raw: bytes | str) -> int:
+        """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+        if not (text.isascii() and text.isdigit() and len(text) <= 15):
+            raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
+        return int(text)
 
     def _info(self) -> tuple[int, int, int, bool]:
         exists, length, bound, closed = self._call(INFO, mutating=False)

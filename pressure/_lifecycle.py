@@ -91,9 +91,6 @@ class Lifecycle(Generic[T]):
                authkey: tuple[bytes, ...] = ()) -> None:
         raise NotImplementedError
 
-    def _parse_bound(self, raw: bytes | str) -> int:
-        raise NotImplementedError
-
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         raise NotImplementedError
 
@@ -103,6 +100,8 @@ class Lifecycle(Generic[T]):
     if TYPE_CHECKING:
         # what it uses of Queue's other base classes: declared for the type checker only (a
         # stub here would hide the real one from a class listing Lifecycle before that base)
+        def _parse_bound(self, raw: bytes | str) -> int: ...  # Inspection
+
         @property
         def exists(self) -> bool: ...  # Inspection
 

@@ -74,7 +74,7 @@ from ._roles import _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
 from .connection import Backend, ConnectionConfig
-from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, ShutDown
+from .errors import Full, PressureError, QueueDoesNotExist, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
 from .signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
@@ -260,13 +260,6 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
 
     def __class_getitem__(cls, item: Any) -> Any:
         return super().__class_getitem__(item)  # type: ignore[misc]
-
-    def _parse_bound(self, raw: bytes | str) -> int:
-        """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
-        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-        if not (text.isascii() and text.isdigit() and len(text) <= 15):
-            raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
-        return int(text)
 
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         """The error for a queue that is gone. Mutating calls (``forget``) first remove
