@@ -15,8 +15,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from . import _log, serializers
 from ._consumer import _Consumer
 from ._roles import CONSUMER, PRODUCER, _Roles
-from ._scripts import (CLOSE, CREATE, DELETE, DRAIN, CloseStatus, CreateStatus, DeleteStatus, DrainStatus,
-                       QueueScript)
+from ._scripts import (
+    CLOSE,
+    CREATE,
+    DELETE,
+    DRAIN,
+    CloseStatus,
+    CreateStatus,
+    DeleteStatus,
+    DrainStatus,
+    QueueScript,
+)
 from ._validate import Options
 from .connection import Backend
 from .errors import PressureError, QueueDoesNotExist, QueueExistsError
