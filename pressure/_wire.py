@@ -1,7 +1,8 @@
 """The wire to one server: one process's connections (a redis-py client for occasional
 commands, one connection per thread for the hot paths), sending a command and reading its
 reply, commands posted without waiting for their replies, the retry of a command the server
-refused for now, and redis-py's errors turned into pressure's typed errors.
+refused for now, and redis-py's errors turned into pressure's typed errors. On a Redis
+Cluster, which master it talks to is ``Routing``'s (pressure/_routing.py, a base class).
 
 ``pressure.connection.Backend`` runs the scripts over it (and re-exports every name here).
 """
@@ -18,15 +19,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, NoReturn, Self, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 import redis
 import redis.cluster
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from . import _log, identity
-from . import cluster as _cluster
+from ._routing import Routing
 from .config import SOCKET_TIMEOUT, ConnectionConfig
 from .errors import (
     AuthenticationError,
@@ -162,7 +161,7 @@ def _dropped_with(error: object) -> bool:
     return isinstance(error, redis.ConnectionError)
 
 
-class Wire:
+class Wire(Routing):
     """One process's connections to one server: a redis-py client (and its pool) for
     occasional commands, and one connection per thread for the hot paths (no pool lock).
 
@@ -203,93 +202,6 @@ class Wire:
         if client is None or self._pid != os.getpid():
             client = self._connect()
         return client
-
-    def route(self, key: str, what: str) -> Wire:
-        """On a Redis Cluster, send every command to the master of ``key``'s slot (the key of
-        a queue or an Executor, whose other keys share its hash tag: ValueError at once if
-        they would not, see pressure.cluster.placed_slot). Elsewhere, nothing to do."""
-        if self.config.cluster is None:
-            return self
-        slot = _cluster.placed_slot(key, what)
-        if self._slot is not None and self._slot != slot:
-            raise ValueError(f"{what} is in hash slot {slot}, and shares its connections with keys of "
-                             f"slot {self._slot}: on a Redis Cluster, give them one hash tag")
-        self._slot = slot
-        return self
-
-    def for_slot(self, slot: int) -> Self:
-        """On a Redis Cluster: a wire like this one whose commands all go to the master of
-        ``slot`` (made once per slot, and disconnected with this one), for code that reads
-        keys of many queues (the command line's inventory). Elsewhere: this wire."""
-        if self.config.cluster is None:
-            return self
-        with self._lock:
-            sibling = self._siblings.get(slot)
-            if sibling is None:
-                sibling = self._siblings[slot] = type(self)(self.config)
-                sibling._slot = slot
-        return cast(Self, sibling)
-
-    def master_slots(self) -> list[int]:
-        """On a Redis Cluster: a slot of each master (the first it serves), asked of the
-        nodes, so that ``for_slot`` reaches every master (a SCAN of every node); BackendError
-        if no node answers. Elsewhere: []."""
-        settings = self.config.cluster
-        if settings is None:
-            return []
-        kw = self.config._kwargs()
-
-        def make(host: str, port: int) -> redis.Redis:
-            return redis.Redis(connection_pool=redis.ConnectionPool(
-                connection_class=self.config.connection_class, host=host, port=port,
-                retry=Retry(NoBackoff(), 0), **kw))
-
-        slots, problems = _cluster.master_slots(settings, make)
-        if not slots:
-            raise BackendError(f"no node of the Redis Cluster {self.config.url} answered CLUSTER SLOTS: "
-                               + "; ".join(problems))
-        return slots
-
-    def _owner_of_slot(self) -> tuple[str, int]:
-        """The address of the master serving this wire's slot (any node for a wire with no
-        slot), asked of the cluster's nodes; BackendError if none says."""
-        settings = self.config.cluster
-        assert settings is not None
-        kw = self.config._kwargs()
-
-        def make(host: str, port: int) -> redis.Redis:
-            return redis.Redis(connection_pool=redis.ConnectionPool(
-                connection_class=self.config.connection_class, host=host, port=port,
-                retry=Retry(NoBackoff(), 0), **kw))
-
-        owner, problems = _cluster.discover_owner(settings, 0 if self._slot is None else self._slot, make)
-        if owner is None:
-            raise BackendError(f"no node of the Redis Cluster {self.config.url} names the master of hash "
-                               f"slot {self._slot}: " + "; ".join(problems))
-        return owner
-
-    def _reroute(self, error: object) -> None:
-        """On a cluster, after a refusal: follow a MOVED to the slot's new master; after a
-        node that could not be reached, a CLUSTERDOWN or a READONLY (a demoted master), ask
-        the nodes again. ASK and TRYAGAIN (a slot being migrated) change nothing: the
-        command is sent to the same master again after a pause."""
-        if isinstance(error, redis.exceptions.MovedError):
-            address = (error.host or (self._owner or ("", 0))[0], int(error.port))
-        elif isinstance(error, (redis.exceptions.AskError, redis.exceptions.TryAgainError)):
-            return
-        else:
-            try:
-                address = self._owner_of_slot()
-            except BackendError:
-                return  # no node answers yet: the next attempt tries the same master again
-        if address == self._owner:
-            return
-        with self._lock:
-            self._owner = address
-            self._loaded = set()  # the new master may not have our scripts
-            client = self._client
-            if client is not None and isinstance(client.connection_pool, _cluster.SlotPool):
-                client.connection_pool.retarget(address)
 
     def _connect(self) -> redis.Redis:
         with self._lock:

@@ -43,7 +43,9 @@ entry handed over in that instant stays in A's inbox for A's next get.
 A handle is made of parts with one idea each: ``_producer`` (put.lua, batches, waiting
 for room), ``_consumer`` (get.lua's modes, waiting, cancelling), ``_roles`` (role tokens,
 dead holders, the sweep), ``reliable`` (``Delivery`` and settling, task_done and join,
-in_flight, dead letters, repair: a base class of ``Queue``), ``_records`` (what the server
+in_flight, dead letters, repair: a base class of ``Queue``), ``_inspect`` (peek, size,
+bound, state and statistics: a base class too), ``_lifecycle`` (create-or-attach, close,
+shutdown, delete, pickling and disconnecting: a base class too), ``_records`` (what the server
 replies), ``_scripts`` (the lifecycle scripts' bindings) and ``_validate`` (argument checks). This module is the ``queue.Queue``-shaped surface over
 them; ``LifoQueue`` and ``PriorityQueue`` (pressure/ordered.py) override its kind hooks
 only. pressure's own layers (executor, Spark) drive a handle through ``_internal``.
@@ -52,10 +54,8 @@ only. pressure's own layers (executor, Spark) drive a handle through ``_internal
 from __future__ import annotations
 
 import dataclasses
-import logging
 import multiprocessing.util
 import numbers
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -63,17 +63,18 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from . import _log, serializers
+from . import serializers
 from ._consumer import _Consumer
+from ._inspect import Inspection
+from ._lifecycle import _EXIT_PRIORITY, Lifecycle, _delete_at_exit
 from ._producer import _Producer
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
-from ._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, PUT, SET_BOUND, STATS, CloseStatus,
-                       CreateStatus, DeleteStatus, DrainStatus, PutStatus, QueueScript, SetBoundStatus)
-from ._roles import CONSUMER, PRODUCER, _Roles
+from ._scripts import ACK, FORGET, GET, PUT, PutStatus, QueueScript
+from ._roles import _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
 from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
 from .connection import Backend, ConnectionConfig
-from .errors import Full, PressureError, ProtocolError, QueueDoesNotExist, QueueExistsError, ShutDown
+from .errors import Full, PressureError, QueueDoesNotExist, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
 from .signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
@@ -83,37 +84,8 @@ __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "Re
 
 T = TypeVar("T")
 
-#: How long create-or-attach waits for a Delete in progress to finish.
-_CREATE_WAIT = 5.0
-#: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
-#: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
-_EXIT_PRIORITY = -10
 
-
-def _spawning() -> bool:
-    """Whether this process is pickling the arguments of a child process it is starting."""
-    from multiprocessing.context import get_spawning_popen
-
-    return get_spawning_popen() is not None
-
-
-def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
-    """Delete an anonymous queue as its creator exits, through a new handle built from
-    the original's configuration; a failure is logged, never raised."""
-    queue = cls.__new__(cls)
-    queue.__setstate__(state)
-    try:
-        queue.delete()
-    except QueueDoesNotExist:
-        pass  # deleted already
-    except PressureError as exc:
-        _log.event(_log.QUEUE, logging.WARNING, "anonymous_delete_failed", "could not delete anonymous queue "
-                   "%r at exit: %s", queue.name, exc, queue=queue.name, key=queue.keys.base, error=str(exc))
-    finally:
-        queue.disconnect()
-
-
-class Queue(Reliability[T]):
+class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
     """A FIFO queue in Redis, shared by every process and host that names it.
 
     ``Queue(name, maxsize)`` creates the queue if it does not exist (protocol
@@ -135,8 +107,6 @@ class Queue(Reliability[T]):
     _KIND = "fifo"
     #: Whether a stored item is the payload itself (else ``_unwrap`` finds it inside).
     _STORES_PAYLOADS = True
-    #: Deletes an anonymous queue when its creating process exits (None otherwise).
-    _exit_delete: multiprocessing.util.Finalize[None] | None
 
     def __init__(
         self,
@@ -290,76 +260,6 @@ class Queue(Reliability[T]):
 
     def __class_getitem__(cls, item: Any) -> Any:
         return super().__class_getitem__(item)  # type: ignore[misc]
-
-    # -- pickling: the handle travels as configuration, never as a socket -----------
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "name": self._name,
-            "prefix": self._prefix,
-            "serializer": self._serializer_spec,
-            "client_id": self._client_id,
-            "config": self._backend.config,
-            "options": self._options,
-            # the keys travel only to a child process being started, as multiprocessing's
-            # authkey does; anywhere else the other side reads its own (PRESSURE_AUTHKEY)
-            "signed": bool(self._authkey),
-            "authkey": self._authkey if _spawning() else (),
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        keys = tuple(state.get("authkey", ())) or ()
-        if state.get("signed") and not keys:
-            keys = resolve_authkey(None)
-            if not keys:
-                raise ValueError(f"queue {state['name']!r} signs its items, and its handle carries no key "
-                                 f"(keys are never pickled): set PRESSURE_AUTHKEY in this process")
-        self._setup(state["name"], state["prefix"], state["serializer"], state["client_id"],
-                    Backend(state["config"]), state["options"], keys)
-
-    # -- create-or-attach -----------------------------------------------------------
-
-    def _create(self, maxsize: int | None) -> None:
-        k = self._keys
-        deadline = time.monotonic() + _CREATE_WAIT
-        while True:
-            status, stored = self._call(CREATE, 0 if maxsize is None else maxsize, self._KIND,
-                                        k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-            if status == CreateStatus.OTHER_KIND:
-                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-                raise QueueExistsError(
-                    f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
-                )
-            if status != CreateStatus.DELETING:
-                break
-            if time.monotonic() > deadline:
-                raise PressureError(
-                    f"queue {self._name!r} is being deleted, or an interrupted delete left "
-                    f"its keys behind: cannot create it now"
-                )
-            time.sleep(0.02)
-        bound = self._parse_bound(stored)
-        if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
-            raise QueueExistsError(
-                f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
-            )
-
-    def _attach(self, maxsize: int | None) -> None:
-        """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
-        if one is given). One read-only round trip; nothing is written."""
-        if not self.exists:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
-                                    f"check the name, the prefix {self._prefix!r} and the server)")
-        if maxsize is not None and self.maxsize != maxsize:
-            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
-                                   f"not {maxsize}")
-
-    def _parse_bound(self, raw: bytes | str) -> int:
-        """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
-        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-        if not (text.isascii() and text.isdigit() and len(text) <= 15):
-            raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
-        return int(text)
 
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         """The error for a queue that is gone. Mutating calls (``forget``) first remove
@@ -573,169 +473,7 @@ class Queue(Reliability[T]):
             self._consumer.drop_received(delivery.consumer)
         return delivery
 
-    # -- inspection ----------------------------------------------------------------
-
-    def peek(self, n: int = 1) -> list[T]:
-        """Return the next ``n`` items, next-out first, without consuming them."""
-        n = _count("n", n)
-        if n == 0:
-            return []
-        return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
-
-    # -- size and state -----------------------------------------------------------
-
-    def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = self._call(INFO, mutating=False)
-        if not exists:
-            raise self._missing(forget=False)
-        return exists, length, self._parse_bound(bound), bool(closed)
-
-    def qsize(self) -> int:
-        """Return the approximate size of the queue (not reliable!)."""
-        return self._info()[1]
-
-    def empty(self) -> bool:
-        """Return True if the queue is empty, False otherwise (not reliable!)."""
-        return self._info()[1] == 0
-
-    def full(self) -> bool:
-        """Return True if the queue is full, False otherwise (not reliable!)."""
-        _, length, bound, _ = self._info()
-        return 0 < bound <= length
-
-    @property
-    def maxsize(self) -> int:
-        """The bound stored in Redis (0 = unbounded), read on every access.
-
-        Assigning it changes the bound for every client at once; values <= 0
-        mean unbounded, as for queue.Queue.
-        """
-        return self._info()[2]
-
-    @maxsize.setter
-    def maxsize(self, value: int) -> None:
-        bound = _maxsize_value(value)
-        if self._call(SET_BOUND, bound) == SetBoundStatus.NO_QUEUE:
-            raise self._missing()
-
-    @property
-    def exists(self) -> bool:
-        """Whether the queue exists (protocol Exists)."""
-        return bool(self._call(INFO, mutating=False)[0])
-
-    @property
-    def closed(self) -> bool:
-        """Whether the queue has been closed (protocol Closed). True is permanent."""
-        return self._info()[3]
-
-    @property
-    def is_shutdown(self) -> bool:
-        """Same as ``closed``, under queue.Queue's 3.13 name."""
-        return self._info()[3]
-
-    def statistics(self) -> QueueStatistics:
-        """Return a snapshot of the queue's counters (one atomic round trip)."""
-        if self._options.reliable:
-            self._backend.flush()  # this handle's own posted task_done()s count
-        k = self._keys
-        client = self._backend.client()
-        pipe = client.pipeline(transaction=True)
-        pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
-                  k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
-        self._count_items(pipe)
-        pipe.exists(k.closed)
-        pipe.llen(k.dead)
-        values, length, closed, dead = self._backend.call("statistics", pipe.execute)
-        bound_raw, *counters, producer, consumer = values
-        if bound_raw is None:
-            raise self._missing(forget=False)
-        names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
-                 k.tasks_done, k.discarded)
-        for name, value in zip(names, counters):
-            if value is not None and not value.lstrip(b"-").isdigit():
-                raise ProtocolError(f"{name} holds {value!r}, not an integer")
-        pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
-        # the lifecycle's figures: a second atomic step (lua/stats.lua)
-        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
-                                                     mutating=False)
-        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
-        # acknowledged (in the default mode and by a spec client, as the get returned it)
-        take = cm + counts.get("returned", 0) + counts.get("kick", 0)
-        ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
-        calls = {"put": pm, "take": take, "ack": max(ack, 0),
-                 **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
-        return QueueStatistics(
-            name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
-            produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
-            producer=None if producer is None else producer.decode(errors="replace"),
-            consumer=None if consumer is None else consumer.decode(errors="replace"),
-            delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
-        )
-
-    # -- close, shutdown, delete ----------------------------------------------------
-
-    def close(self) -> None:
-        """Close the queue for every client (protocol Close): ``shutdown(immediate=False)``.
-
-        Further puts raise ShutDown; consumers drain what is left (and what other
-        consumers give back or leave at their death), then get raises ShutDown,
-        and blocked consumers and producers wake. Closing a
-        closed queue does nothing. Unlike multiprocessing.Queue.close(), this
-        acts on the shared queue, not on this handle: see ``disconnect()``.
-        """
-        while True:
-            result = self._call(CLOSE, self.client_id, self._keys.inbox_prefix)
-            if result == CloseStatus.NO_QUEUE:
-                raise self._missing()
-            if result != CloseStatus.BUSY:
-                return
-            self._roles.wait_for_role(PRODUCER, self._backend.slice)
-
-    def shutdown(self, immediate: bool = False) -> None:
-        """Shut-down the queue, making queue gets and puts raise ShutDown.
-
-        By default, gets will only raise once the queue is empty. Set
-        'immediate' to True to make gets raise immediately instead, discarding
-        what is queued (unfinished tasks drop by the number discarded).
-        All blocked callers of put() and get() will be unblocked.
-        """
-        self.close()
-        if not immediate:
-            return
-        while True:
-            result = self._call(DRAIN, self.client_id)
-            if result == DrainStatus.NO_QUEUE:
-                raise self._missing()
-            if result != DrainStatus.BUSY:
-                return
-            self._roles.wait_for_role(CONSUMER, self._backend.slice)
-
-    def delete(self) -> None:
-        """Delete the queue and every key it has (protocol Delete); unread items are lost.
-
-        Blocked clients wake (producers and consumers raise QueueDoesNotExist);
-        the keys go in one step once neither role is held.
-        """
-        k = self._keys
-        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-        result = self._call(DELETE, "begin", *prefixes)
-        if self._exit_delete is not None:
-            self._exit_delete.cancel()
-            self._exit_delete = None
-        while True:
-            if result == DeleteStatus.DELETED:
-                return
-            if result == DeleteStatus.NO_QUEUE:
-                raise self._missing()
-            if result == DeleteStatus.RECREATED:
-                raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            self._roles.wait_for_role(PRODUCER if result == DeleteStatus.WAIT_PRODUCER else CONSUMER,
-                                      self._backend.slice)
-            result = self._call(DELETE, "finish", *prefixes)
-
-    # -- iteration and resources ----------------------------------------------------
+    # -- iteration --------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[T]:
         """Yield items until the queue is closed and drained."""
@@ -744,21 +482,3 @@ class Queue(Reliability[T]):
                 yield self.get()
             except ShutDown:
                 return
-
-    def disconnect(self) -> None:
-        """Close this handle's connections (the queue itself is untouched; never closes a
-        ``connection`` passed in). The handle reconnects if used again."""
-        if self._options.reliable and (self._consumer.owed or self._backend._thread.unread):
-            try:  # task_done()s posted: their replies, and what must be sent again
-                self._settle_owed(flush=True)
-            except PressureError as exc:  # in flight still: redelivered, never lost
-                _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
-                           "confirmed (their items are redelivered): %s", self._name, queue=self._name,
-                           key=self._keys.base, error=str(exc))
-        self._backend.disconnect()
-
-    def __enter__(self) -> Queue[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.disconnect()

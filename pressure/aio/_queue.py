@@ -5,7 +5,8 @@ What is re-implemented here rather than reused, and why: the sync consumer and p
 (pressure/_consumer.py, pressure/_producer.py) are written around blocking calls on a
 per-thread connection, so their loops (the blocking get's pipeline of get.lua, BLMOVE and
 'woken'; put.lua's retries while full or busy) are mirrored here with ``await``, step for
-step, with the same scripts, arguments and status codes. What involves no waiting on the
+step, with the same scripts, arguments and status codes (the get side in _getting.py, the
+put side in _putting.py: base classes of ``AsyncQueue``). What involves no waiting on the
 hot path is reused as it is: the script sources and SHA1s, ``PackedScript``, ``QueueKeys``,
 the serializers and signing, the entry parsers (``_records``) and, through a thread
 (``asyncio.to_thread``), the rare recovery steps of ``_roles._Roles`` (the sweep, dead
@@ -30,20 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import redis
 
 from .. import identity, serializers
-from .._records import _BUSY, _CLOSED, _FULL, _NEGATIVE, _NO_QUEUE
+from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
 from .._scripts import ACK, GET, PUT
-from .._roles import CONSUMER, MIN_WAIT, PRODUCER, _Roles
+from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
-from ..connection import SMALLEST_BULK_LIMIT, Backend, ConnectionConfig, PackedScript
+from ..connection import Backend, ConnectionConfig, PackedScript
 from ..errors import (
     PressureError,
     ProtocolError,
@@ -54,20 +54,18 @@ from ..errors import (
 from ..keys import QueueKeys, resolve_prefix
 from ..ordering import order_key
 from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
-from ._errors import Full
 from ._getting import _Conn, _Getting
 from ._link import _Link, config_of_client
+from ._putting import _Putting
 from ._reliable import AsyncDelivery, _Settling
 
 T = TypeVar("T")
 
-#: The most items put_many sends in one round trip (as the sync client).
-BATCH = 1000
 #: How long to wait to create a queue that is being deleted.
 _CREATE_WAIT = 5.0
 
 
-class AsyncQueue(_Getting[T], _Settling[T]):
+class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
     (the default mode, or ``reliable=True``), ``asyncio.Queue``'s names.
 
@@ -255,95 +253,6 @@ class AsyncQueue(_Getting[T], _Settling[T]):
             raise await self._missing()
         if result == _NEGATIVE:
             raise ValueError(_TIMEOUT_MESSAGE)
-
-    # -- put --------------------------------------------------------------------------
-
-    def _payload(self, item: T) -> bytes:
-        payload = serializers.dumps(self._serializer, item)
-        if len(payload) >= SMALLEST_BULK_LIMIT:
-            self._link.errors.check_sizes([payload])  # (a sync round trip, only for items >= 1 MiB)
-        return payload
-
-    def _put_args(self, payload: bytes, order: bytes, negative: bool, took: str) -> list[bytes | str]:
-        return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order, "", ""]
-
-    async def put(self, item: T, block: bool = True, timeout: float | None = None) -> None:
-        """Put ``item`` into the queue, waiting for room if it is full (at most ``timeout``
-        seconds, then Full; ``block=False``: Full at once). ShutDown if closed.
-
-        Cancellation-safe: the put is one script on the server, so a cancelled put either
-        put the item or did not, never half (it may have put it if cancelled while the
-        script's reply was on its way)."""
-        await self.put_many([item], block, timeout)
-
-    async def put_nowait(self, item: T) -> None:
-        """Put ``item`` if there is room now, else raise Full (a round trip: awaitable)."""
-        await self.put(item, block=False)
-
-    async def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None) -> None:
-        """Put several items, in order, up to 1000 a round trip, as ``pressure.Queue.put_many``:
-        Full or ShutDown that ends it early carries ``items_put``."""
-        items = items if isinstance(items, (list, tuple)) else list(items)
-        payloads = [serializers.dumps(self._serializer, item) for item in items]
-        if not payloads:
-            return
-        self._link.errors.check_sizes(payloads)
-        orders = None if self._KIND == "fifo" else [self._order_key(item) for item in items]
-        wait = _timeout_value(timeout) if block else None
-        negative = block and wait is not None and wait < 0
-        await self.open()
-        total = len(payloads)
-        try:
-            await self._put_pending(payloads, orders, negative, block, wait)
-        except (Full, ShutDown) as exc:
-            exc.items_put = total - len(payloads)
-            raise
-
-    async def _put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
-                           block: bool, wait: float | None) -> None:
-        """The sync producer's ``put_pending``, awaited (see pressure/_producer.py)."""
-        link = self._link
-        took = "0"
-        now = time.monotonic()
-        deadline = now if not block else math.inf if wait is None else now + max(wait, 0.0)
-        busy_deadline = max(deadline, now + link.slice)
-        command = self._put_command
-        while True:
-            count = min(len(payloads), BATCH)
-            count = self._link.errors.batch_count(payloads, count) if count > 1 else count
-            args = self._put_args(payloads[0], orders[0] if orders else b"", negative, took)
-            more = payloads[1:count] if orders is None else [
-                arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-            data = command.pack_items(args, more) if more else [command.pack(args)]
-            result = await link.shielded(link.pooled_script(command.name, data))
-            if isinstance(result, list):
-                result, went = result
-            else:
-                went = 1 if result >= 0 else 0
-            del payloads[:went]
-            if orders is not None:
-                del orders[:went]
-            if not payloads:
-                return
-            if went:
-                took = "0"
-                continue
-            await self._raise_for(result)
-            now = time.monotonic()
-            if result == _FULL:
-                if now >= deadline:
-                    raise Full(f"queue {self._name!r} is full")
-                # a lost reply (or a cancelled put) costs a wake-up, never an item or a token
-                popped = await link.command("BRPOP :not_full", "BRPOP", self._keys.not_full,
-                                            repr(max(min(link.slice, deadline - now), MIN_WAIT)))
-                took = "1" if popped else "0"
-            elif result == _BUSY:
-                if now >= busy_deadline:
-                    raise Full(f"queue {self._name!r}: the producer role is held by another client")
-                await asyncio.to_thread(self._roles.wait_for_role, PRODUCER, busy_deadline - now)
-                took = "0"
-            else:
-                raise ProtocolError(f"put script returned {result!r}")
 
     # -- get --------------------------------------------------------------------------
 

@@ -1,0 +1,157 @@
+"""Inspection: what a queue handle reads about its queue without changing it.
+
+``Inspection`` is the half of a queue handle that looks and does not touch: the next items
+(``peek``), the size and the bound (``qsize``, ``empty``, ``full``, ``maxsize``; assigning
+``maxsize`` is the one write, of the stored bound), the state (``exists``, ``closed``,
+``is_shutdown``) and the counters (``statistics``): ``pressure.Queue`` inherits it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from . import serializers
+from ._records import QueueStatistics
+from ._scripts import INFO, SET_BOUND, STATS, QueueScript, SetBoundStatus
+from ._validate import Options, _count, _maxsize_value
+from .connection import Backend
+from .errors import ProtocolError, QueueDoesNotExist
+from .keys import QueueKeys
+
+__all__ = ["Inspection"]
+
+T = TypeVar("T")
+
+
+class Inspection(Generic[T]):
+    """The next items, the size, the bound, the state and the counters: a base class of Queue."""
+
+    # what it uses of the queue handle (set by Queue._setup)
+    _name: str
+    _keys: QueueKeys
+    _backend: Backend
+    _options: Options
+    _serializer: serializers.Serializer
+
+    def _unwrap(self, item: bytes) -> bytes:
+        raise NotImplementedError
+
+    def _peek_items(self, n: int) -> list[bytes]:
+        raise NotImplementedError
+
+    def _count_items(self, pipe: Any) -> None:
+        raise NotImplementedError
+
+    def _missing(self, forget: bool = True) -> QueueDoesNotExist:
+        raise NotImplementedError
+
+    def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
+        raise NotImplementedError
+
+    # -- inspection ----------------------------------------------------------------
+
+    def peek(self, n: int = 1) -> list[T]:
+        """Return the next ``n`` items, next-out first, without consuming them."""
+        n = _count("n", n)
+        if n == 0:
+            return []
+        return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
+
+    # -- size and state -----------------------------------------------------------
+
+    def _parse_bound(self, raw: bytes | str) -> int:
+        """Read :bound as the scripts do: ASCII digits only, at most 15 of them."""
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+        if not (text.isascii() and text.isdigit() and len(text) <= 15):
+            raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
+        return int(text)
+
+    def _info(self) -> tuple[int, int, int, bool]:
+        exists, length, bound, closed = self._call(INFO, mutating=False)
+        if not exists:
+            raise self._missing(forget=False)
+        return exists, length, self._parse_bound(bound), bool(closed)
+
+    def qsize(self) -> int:
+        """Return the approximate size of the queue (not reliable!)."""
+        return self._info()[1]
+
+    def empty(self) -> bool:
+        """Return True if the queue is empty, False otherwise (not reliable!)."""
+        return self._info()[1] == 0
+
+    def full(self) -> bool:
+        """Return True if the queue is full, False otherwise (not reliable!)."""
+        _, length, bound, _ = self._info()
+        return 0 < bound <= length
+
+    @property
+    def maxsize(self) -> int:
+        """The bound stored in Redis (0 = unbounded), read on every access.
+
+        Assigning it changes the bound for every client at once; values <= 0
+        mean unbounded, as for queue.Queue.
+        """
+        return self._info()[2]
+
+    @maxsize.setter
+    def maxsize(self, value: int) -> None:
+        bound = _maxsize_value(value)
+        if self._call(SET_BOUND, bound) == SetBoundStatus.NO_QUEUE:
+            raise self._missing()
+
+    @property
+    def exists(self) -> bool:
+        """Whether the queue exists (protocol Exists)."""
+        return bool(self._call(INFO, mutating=False)[0])
+
+    @property
+    def closed(self) -> bool:
+        """Whether the queue has been closed (protocol Closed). True is permanent."""
+        return self._info()[3]
+
+    @property
+    def is_shutdown(self) -> bool:
+        """Same as ``closed``, under queue.Queue's 3.13 name."""
+        return self._info()[3]
+
+    def statistics(self) -> QueueStatistics:
+        """Return a snapshot of the queue's counters (one atomic round trip)."""
+        if self._options.reliable:
+            self._backend.flush()  # this handle's own posted task_done()s count
+        k = self._keys
+        client = self._backend.client()
+        pipe = client.pipeline(transaction=True)
+        pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
+                  k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
+        self._count_items(pipe)
+        pipe.exists(k.closed)
+        pipe.llen(k.dead)
+        values, length, closed, dead = self._backend.call("statistics", pipe.execute)
+        bound_raw, *counters, producer, consumer = values
+        if bound_raw is None:
+            raise self._missing(forget=False)
+        names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
+                 k.tasks_done, k.discarded)
+        for name, value in zip(names, counters):
+            if value is not None and not value.lstrip(b"-").isdigit():
+                raise ProtocolError(f"{name} holds {value!r}, not an integer")
+        pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
+        # the lifecycle's figures: a second atomic step (lua/stats.lua)
+        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
+                                                     mutating=False)
+        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
+        # acknowledged (in the default mode and by a spec client, as the get returned it)
+        take = cm + counts.get("returned", 0) + counts.get("kick", 0)
+        ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
+        calls = {"put": pm, "take": take, "ack": max(ack, 0),
+                 **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
+        return QueueStatistics(
+            name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
+            produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
+            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
+            producer=None if producer is None else producer.decode(errors="replace"),
+            consumer=None if consumer is None else consumer.decode(errors="replace"),
+            delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
+        )

@@ -1,0 +1,264 @@
+"""Lifecycle: a queue handle's create-or-attach, close, shutdown and delete, and the handle's own.
+
+``Lifecycle`` is the half of a queue handle that begins and ends things: the queue's
+(protocol Create on construction, or attach only; ``close``, ``shutdown``, ``delete``, and
+the delete at exit of an anonymous queue) and the handle's (pickling as configuration,
+``disconnect``, the context manager): ``pressure.Queue`` inherits it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from . import _log, serializers
+from ._consumer import _Consumer
+from ._roles import CONSUMER, PRODUCER, _Roles
+from ._scripts import (
+    CLOSE,
+    CREATE,
+    DELETE,
+    DRAIN,
+    CloseStatus,
+    CreateStatus,
+    DeleteStatus,
+    DrainStatus,
+    QueueScript,
+)
+from ._validate import Options
+from .connection import Backend
+from .errors import PressureError, QueueDoesNotExist, QueueExistsError
+from .keys import QueueKeys
+from .signing import resolve_authkey
+
+if TYPE_CHECKING:
+    import multiprocessing.util
+
+    from .queue import Queue
+
+__all__ = ["Lifecycle"]
+
+T = TypeVar("T")
+
+#: How long create-or-attach waits for a Delete in progress to finish.
+_CREATE_WAIT = 5.0
+#: multiprocessing runs exit finalizers of priority < 0 after joining its child processes
+#: (and its own queues' feeder threads, at -5): anonymous queues are deleted after those.
+_EXIT_PRIORITY = -10
+
+
+def _spawning() -> bool:
+    """Whether this process is pickling the arguments of a child process it is starting."""
+    from multiprocessing.context import get_spawning_popen
+
+    return get_spawning_popen() is not None
+
+
+def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
+    """Delete an anonymous queue as its creator exits, through a new handle built from
+    the original's configuration; a failure is logged, never raised."""
+    queue = cls.__new__(cls)
+    queue.__setstate__(state)
+    try:
+        queue.delete()
+    except QueueDoesNotExist:
+        pass  # deleted already
+    except PressureError as exc:
+        _log.event(_log.QUEUE, logging.WARNING, "anonymous_delete_failed", "could not delete anonymous queue "
+                   "%r at exit: %s", queue.name, exc, queue=queue.name, key=queue.keys.base, error=str(exc))
+    finally:
+        queue.disconnect()
+
+
+class Lifecycle(Generic[T]):
+    """Create-or-attach, close, shutdown and delete; pickling and disconnecting the handle: a
+    base class of Queue."""
+
+    # what it uses of the queue handle (set by Queue._setup)
+    _KIND: str
+    _name: str
+    _prefix: str
+    _keys: QueueKeys
+    _backend: Backend
+    _options: Options
+    _consumer: _Consumer[T]
+    _roles: _Roles
+    _serializer_spec: str | serializers.Serializer
+    _client_id: str | None
+    _authkey: tuple[bytes, ...]
+
+    #: Deletes an anonymous queue when its creating process exits (None otherwise).
+    _exit_delete: multiprocessing.util.Finalize[None] | None
+
+    @property
+    def client_id(self) -> str:
+        raise NotImplementedError
+
+    def _setup(self, name: str, prefix: str, serializer: str | serializers.Serializer,
+               client_id: str | None, backend: Backend, options: Options,
+               authkey: tuple[bytes, ...] = ()) -> None:
+        raise NotImplementedError
+
+    def _missing(self, forget: bool = True) -> QueueDoesNotExist:
+        raise NotImplementedError
+
+    def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
+        raise NotImplementedError
+
+    if TYPE_CHECKING:
+        # what it uses of Queue's other base classes: declared for the type checker only (a
+        # stub here would hide the real one from a class listing Lifecycle before that base)
+        def _parse_bound(self, raw: bytes | str) -> int: ...  # Inspection
+
+        @property
+        def exists(self) -> bool: ...  # Inspection
+
+        @property
+        def maxsize(self) -> int: ...  # Inspection
+
+        def _settle_owed(self, flush: bool = False) -> None: ...  # Reliability
+
+    # -- pickling: the handle travels as configuration, never as a socket -----------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "name": self._name,
+            "prefix": self._prefix,
+            "serializer": self._serializer_spec,
+            "client_id": self._client_id,
+            "config": self._backend.config,
+            "options": self._options,
+            # the keys travel only to a child process being started, as multiprocessing's
+            # authkey does; anywhere else the other side reads its own (PRESSURE_AUTHKEY)
+            "signed": bool(self._authkey),
+            "authkey": self._authkey if _spawning() else (),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        keys = tuple(state.get("authkey", ())) or ()
+        if state.get("signed") and not keys:
+            keys = resolve_authkey(None)
+            if not keys:
+                raise ValueError(f"queue {state['name']!r} signs its items, and its handle carries no key "
+                                 f"(keys are never pickled): set PRESSURE_AUTHKEY in this process")
+        self._setup(state["name"], state["prefix"], state["serializer"], state["client_id"],
+                    Backend(state["config"]), state["options"], keys)
+
+    # -- create-or-attach -----------------------------------------------------------
+
+    def _create(self, maxsize: int | None) -> None:
+        k = self._keys
+        deadline = time.monotonic() + _CREATE_WAIT
+        while True:
+            status, stored = self._call(CREATE, 0 if maxsize is None else maxsize, self._KIND,
+                                        k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
+            if status == CreateStatus.OTHER_KIND:
+                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
+                raise QueueExistsError(
+                    f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
+                )
+            if status != CreateStatus.DELETING:
+                break
+            if time.monotonic() > deadline:
+                raise PressureError(
+                    f"queue {self._name!r} is being deleted, or an interrupted delete left "
+                    f"its keys behind: cannot create it now"
+                )
+            time.sleep(0.02)
+        bound = self._parse_bound(stored)
+        if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
+            raise QueueExistsError(
+                f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
+            )
+
+    def _attach(self, maxsize: int | None) -> None:
+        """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
+        if one is given). One read-only round trip; nothing is written."""
+        if not self.exists:
+            raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
+                                    f"check the name, the prefix {self._prefix!r} and the server)")
+        if maxsize is not None and self.maxsize != maxsize:
+            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
+                                   f"not {maxsize}")
+
+    # -- close, shutdown, delete ----------------------------------------------------
+
+    def close(self) -> None:
+        """Close the queue for every client (protocol Close): ``shutdown(immediate=False)``.
+
+        Further puts raise ShutDown; consumers drain what is left (and what other
+        consumers give back or leave at their death), then get raises ShutDown,
+        and blocked consumers and producers wake. Closing a
+        closed queue does nothing. Unlike multiprocessing.Queue.close(), this
+        acts on the shared queue, not on this handle: see ``disconnect()``.
+        """
+        while True:
+            result = self._call(CLOSE, self.client_id, self._keys.inbox_prefix)
+            if result == CloseStatus.NO_QUEUE:
+                raise self._missing()
+            if result != CloseStatus.BUSY:
+                return
+            self._roles.wait_for_role(PRODUCER, self._backend.slice)
+
+    def shutdown(self, immediate: bool = False) -> None:
+        """Shut-down the queue, making queue gets and puts raise ShutDown.
+
+        By default, gets will only raise once the queue is empty. Set
+        'immediate' to True to make gets raise immediately instead, discarding
+        what is queued (unfinished tasks drop by the number discarded).
+        All blocked callers of put() and get() will be unblocked.
+        """
+        self.close()
+        if not immediate:
+            return
+        while True:
+            result = self._call(DRAIN, self.client_id)
+            if result == DrainStatus.NO_QUEUE:
+                raise self._missing()
+            if result != DrainStatus.BUSY:
+                return
+            self._roles.wait_for_role(CONSUMER, self._backend.slice)
+
+    def delete(self) -> None:
+        """Delete the queue and every key it has (protocol Delete); unread items are lost.
+
+        Blocked clients wake (producers and consumers raise QueueDoesNotExist);
+        the keys go in one step once neither role is held.
+        """
+        k = self._keys
+        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
+        result = self._call(DELETE, "begin", *prefixes)
+        if self._exit_delete is not None:
+            self._exit_delete.cancel()
+            self._exit_delete = None
+        while True:
+            if result == DeleteStatus.DELETED:
+                return
+            if result == DeleteStatus.NO_QUEUE:
+                raise self._missing()
+            if result == DeleteStatus.RECREATED:
+                raise PressureError(f"queue {self._name!r} was created again while being deleted")
+            self._roles.wait_for_role(PRODUCER if result == DeleteStatus.WAIT_PRODUCER else CONSUMER,
+                                      self._backend.slice)
+            result = self._call(DELETE, "finish", *prefixes)
+
+    # -- the handle's resources -------------------------------------------------------
+
+    def disconnect(self) -> None:
+        """Close this handle's connections (the queue itself is untouched; never closes a
+        ``connection`` passed in). The handle reconnects if used again."""
+        if self._options.reliable and (self._consumer.owed or self._backend._thread.unread):
+            try:  # task_done()s posted: their replies, and what must be sent again
+                self._settle_owed(flush=True)
+            except PressureError as exc:  # in flight still: redelivered, never lost
+                _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
+                           "confirmed (their items are redelivered): %s", self._name, queue=self._name,
+                           key=self._keys.base, error=str(exc))
+        self._backend.disconnect()
+
+    def __enter__(self) -> Queue[T]:
+        return cast("Queue[T]", self)  # a base class of Queue only
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.disconnect()
