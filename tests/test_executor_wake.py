@@ -163,3 +163,33 @@ def test_a_child_of_os_fork_exiting_normally_leaves_the_parents_executor_alone(u
     out = subprocess.run([sys.executable, "-c", _FORK_AND_EXIT, url, prefix], capture_output=True, text=True,
                          timeout=SOON, check=True)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_the_first_task_is_queued_before_the_local_workers_fork(
+        url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first submit sends its task from the submitting thread, then forks the local
+    workers: a worker finds it queued as soon as it looks (it used to be sent by the sender
+    thread, started after the forks). Local workers of an executor without an initializer
+    do not read one from Redis."""
+    seen: list[int] = []
+    start = WorkerPool.start
+
+    def observing_start(pool: WorkerPool) -> WorkerPool:
+        seen.append(int(r.llen(f"{prefix}:first:tasks")))
+        return start(pool)
+
+    monkeypatch.setattr(WorkerPool, "start", observing_start)
+    with pressure.Executor("first", url=url, prefix=prefix, max_workers=1, local_workers=True) as ex:
+        assert ex.submit(pow, 2, 5).result(timeout=SOON) == 32
+        assert ex.submit(pow, 3, 2).result(timeout=SOON) == 9
+        assert seen == [1]
+        assert ex._core._pool is not None and ex._core._pool.initializer is worker.no_initializer
+
+
+def test_a_first_task_that_cannot_be_pickled_fails_alone(url: str, prefix: str) -> None:
+    """As ProcessPoolExecutor's: the first submit's unpicklable task fails its future, and the
+    executor starts and runs the next one."""
+    with pressure.Executor(url=url, prefix=prefix, max_workers=1) as ex:
+        failed = ex.submit(pow, threading.Lock(), 2)
+        assert isinstance(failed.exception(timeout=SOON), TypeError)
+        assert ex.submit(pow, 2, 3).result(timeout=SOON) == 8

@@ -34,7 +34,7 @@ from ..outage import Complaint
 from ..queue import Queue
 from ..signing import Signer, key_id
 from ._sender import _CLAIM_BATCH, _Outgoing, _Sender
-from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
+from .worker import ALIVE_FOR, Task, WorkerPool, no_initializer, unpack_outcome
 
 __all__ = ["ExecutorStatistics"]
 
@@ -211,16 +211,27 @@ class _Core:
             task_id = f"{self._id}-{next(self._counter)}"
             future = _TaskFuture(self, task_id)
             self._futures[task_id] = future
-            self._start()
-        try:
-            body = self._dumps((fn, args, kwargs))
-        except Exception as exc:  # noqa: BLE001 - as ProcessPoolExecutor: the future fails
-            self._futures.pop(task_id, None)
-            future.set_exception(exc)
-            return future
+            entry: _Outgoing | None = None
+            if self._thread is None:
+                # the first submit: its task goes out from here, one round trip never waiting for
+                # room, and is in Redis by the time the workers forked next look for one (it
+                # used to wait for the forks, a few ms each); then the threads start
+                entry = self._entry(task_id, future, fn, args, kwargs)
+                sent = entry is None or self._sender.send_now(entry)
+                try:
+                    self._start()
+                except BaseException:
+                    if entry is not None and sent:  # it went out, and submit fails: never run it
+                        self._cancel_task(task_id)
+                    self._futures.pop(task_id, None)
+                    raise
+                if sent:
+                    return future
+        if entry is None:
+            entry = self._entry(task_id, future, fn, args, kwargs)
+            if entry is None:
+                return future
         # the sender thread batches puts (one round trip for many) and rides out outages
-        entry = _Outgoing(Task(task_id, self._results.name, self._max_attempts, body), future,
-                          threading.Event() if self._bounded else None)
         self._sender.enqueue(entry)
         if entry.sent is not None:
             try:  # backpressure: block while the task queue is full (the sender waits for room)
@@ -230,6 +241,19 @@ class _Core:
                 self._futures.pop(task_id, None)
                 raise
         return future
+
+    def _entry(self, task_id: str, future: _TaskFuture, fn: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> _Outgoing | None:
+        """The task on its way to the task queue; None if it cannot be pickled (its future
+        fails, as ProcessPoolExecutor's)."""
+        try:
+            body = self._dumps((fn, args, kwargs))
+        except Exception as exc:  # noqa: BLE001 - as ProcessPoolExecutor: the future fails
+            self._futures.pop(task_id, None)
+            future.set_exception(exc)
+            return None
+        return _Outgoing(Task(task_id, self._results.name, self._max_attempts, body), future,
+                         threading.Event() if self._bounded else None)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
@@ -314,7 +338,7 @@ class _Core:
         self._pool = WorkerPool(self._name, config=self._config, prefix=self._prefix,
                                 processes=self._max_workers,
                                 visibility_timeout=self._visibility_timeout,
-                                initializer=self._initializer, initargs=self._initargs,
+                                initializer=self._initializer or no_initializer, initargs=self._initargs,
                                 mp_context=self._mp_context, authkey=self._authkey or None).start()
 
     def _start_workers(self) -> None:

@@ -127,6 +127,40 @@ class _Sender:
             if entry is not None:
                 entry.cancelled = True
 
+    def send_now(self, entry: _Outgoing) -> bool:
+        """Send one task from the submitting thread, before the sender thread exists: the
+        first task is then in Redis by the time the workers forked next look for one (it
+        used to wait for the forks, a few ms each). Never waits for room or for Redis: False
+        if the task is for the sender thread after all (Redis unreachable, the queue full or
+        busy, closed or gone: it retries and reports); True if it went in, or failed for
+        good (its future says so)."""
+        link = internal(self._tasks)
+        try:
+            payload = link.payload(entry.task)
+        except PressureError as exc:  # ItemTooLarge, SerializationError
+            self._fail(entry, exc)
+            return True
+        [(put, _)] = link.put_many_calls([entry.task], [payload])
+        try:
+            marked, reply = link.pipeline([(SUBMIT.command(self._keys, more=1), [entry.task.id]), put])
+        except OutcomeUnknown:
+            entry.maybe_sent = True
+            return False
+        except PressureError:
+            return False
+        if isinstance(marked, redis.RedisError) or isinstance(reply, redis.RedisError):
+            error: Any = marked if isinstance(marked, redis.RedisError) else reply
+            try:
+                link.raise_error(error, "script put (a task)")
+            except PressureError as exc:
+                self._fail(entry, exc)
+            return True
+        if not isinstance(reply, int) or reply < 0:
+            return False
+        if entry.sent is not None:
+            entry.sent.set()
+        return True
+
     def wake(self) -> None:
         """The core is cleaned up: the thread ends."""
         with self._ready:

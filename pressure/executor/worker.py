@@ -458,6 +458,12 @@ class _Worker:
                        pid=os.getpid(), given_back=len(held))
 
 
+def no_initializer() -> None:
+    """The initializer of local workers whose executor has none: known to be none, so they
+    start without reading the executor's configuration from Redis (a connection and a
+    round trip before their first task)."""
+
+
 def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
                 initargs: tuple[Any, ...], stop: Callable[[], bool], backend: Backend) -> bool | None:
     """Run the executor's initializer (passed in, or stored in Redis by the executor for
