@@ -97,6 +97,8 @@ class Backend(Wire):
             self._load_on(conn, name)
             self._send(conn, data, what)
             reply = self._read(conn, what, mutating)
+        elif not isinstance(reply, redis.RedisError):
+            self._loaded.add(name)  # it ran: loaded there already (by another client, say)
         return self._check(reply, what, mutating)
 
     def script(self, command: PackedScript, tail: Sequence[bytes | str | int], *,
@@ -239,8 +241,8 @@ class Backend(Wire):
         return first, second, third
 
     def is_loaded(self, name: str) -> bool:
-        """Whether script ``name`` is known to be loaded on the server (as far as this backend
-        has seen: a restarted server answers NOSCRIPT, and it is loaded again)."""
+        """Whether script ``name`` is known to be loaded on the server: this backend loaded it,
+        or a call of it ran (a restarted server answers NOSCRIPT, and it is loaded again)."""
         return name in self._loaded
 
     def _load_on(self, conn: redis.connection.AbstractConnection, name: str) -> None:

@@ -151,6 +151,7 @@ def test_an_error_a_posted_ack_replied_is_raised_by_the_next_call(url: str, pref
     than items, the counter having been moved under it) is raised by the handle's next call,
     once."""
     q = _reliable(url, prefix)
+    _warm(q)  # a handle's first task_done() waits for its reply: the script is not known loaded
     q.put("a")
     assert q.get(timeout=SOON) == "a"
     r.set(q.keys.tasks_done, r.get(q.keys.produced_messages) or 0)

@@ -13,7 +13,8 @@ reads from the server, before and after:
 
 The baselines do the same work with plain commands on a plain list: ``LPUSH`` / ``BRPOP``
 for single items, ``LPUSH`` of n / ``LPOP n`` for batches, and for acknowledged gets
-``BLMOVE`` to a processing list then ``LREM`` (the usual reliable-queue pattern). The ratio
+``BLMOVE`` to a processing list then ``LREM`` (the usual reliable-queue pattern; holding
+many, ``LMOVE`` of each, then ``LREM`` of each from the oldest end). The ratio
 is pressure's CPU per message over the baseline's; the goals are issue 16's (≤ 1.5x for single
 items, ≤ 2x for batches and acknowledged gets). Paths run in turns for ``--repeat`` rounds;
 each one's lowest cost is kept.
@@ -25,7 +26,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -34,6 +35,8 @@ import pressure
 from ._harness import BenchConfig, fmt, print_lines, ratio, render_table
 
 PAYLOAD = b"x" * 100
+#: Deliveries held at once by the "holding" path (each acknowledged among the others).
+HELD = 2_000
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,45 @@ reliable = _one_by_one(True, reliable=True)
 delayed = _one_by_one(False, delay=0.001)
 
 
+def holding(size: int) -> Callable[[str, int], None]:
+    """Reliable: take ``size`` items at a time with get_many (all held at once), then
+    task_done() each, oldest first: an acknowledgement among many held deliveries."""
+    def run(url: str, n: int) -> None:
+        q = _queue(url, reliable=True)
+        held = min(size, n)
+        try:
+            for _ in range(n // held):
+                q.put_many([PAYLOAD] * held)
+                got = 0
+                while got < held:
+                    got += len(q.get_many(held))
+                for _ in range(held):
+                    q.task_done()
+            q.join()
+        finally:
+            q.delete()
+    return run
+
+
+def raw_holding(size: int) -> Callable[[str, int], None]:
+    """LPUSH of ``size``, each moved to a processing list (LMOVE), then removed one by one by
+    value from the oldest end (LREM -1): the usual reliable-queue pattern, holding many."""
+    def run(url: str, n: int) -> None:
+        key = f"cost-raw-{uuid.uuid4().hex}"
+        c = redis.Redis.from_url(url)
+        held = min(size, n)
+        try:
+            for _ in range(n // held):
+                c.lpush(key, *[PAYLOAD] * held)
+                items = [c.lmove(key, key + ":processing", "RIGHT", "LEFT") for _ in range(held)]
+                for item in items:
+                    c.lrem(key + ":processing", -1, cast(str, item))  # bytes: redis-py sends either
+        finally:
+            c.delete(key, key + ":processing")
+            c.close()
+    return run
+
+
 def batch(size: int) -> Callable[[str, int], None]:
     def run(url: str, n: int) -> None:
         q = _queue(url)
@@ -224,6 +266,7 @@ PATHS = [
     Path("single put+get, unbounded", 1.5, single(0), raw_single),
     Path("single put+get, maxsize=100", 1.5, single(100), raw_single),
     Path("reliable get + task_done", 2.0, reliable, raw_reliable),
+    Path(f"reliable task_done holding {HELD:,}", 2.0, holding(HELD), raw_holding(HELD)),
     Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100)),
     Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500)),
     Path("delayed put+due+get (raw = plain put+get)", 2.0, delayed, single(0)),
