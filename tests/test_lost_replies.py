@@ -157,6 +157,7 @@ def test_task_done_whose_first_send_never_ran_counts_once(proxy: ReplyDropper, p
     """The other half of exactness: an acknowledgement that never reached the server is
     counted by the next call (waited for: by the next task_done())."""
     q: pressure.Queue[str] = pressure.Queue("unsent-ack", url=proxy.url, prefix=prefix, reliable=True)
+    _warm_up(q)  # a handle posts acknowledgements once its ack script is known loaded
     q.put("a")
     assert q.get() == "a"
     proxy.refuse = True
