@@ -20,6 +20,7 @@ Nothing here is public API: it may change in any release, with its users.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -124,6 +125,16 @@ class Internal(Generic[T]):
     def bury(self, delivery: Delivery[T]) -> bool:
         """Move ``delivery`` straight to the dead-letter list (an item its reader cannot use)."""
         return self._queue._bury(delivery)
+
+    def sweep_later(self) -> None:
+        """The next get does not sweep (requeue expired deliveries, recover dead consumers on
+        this host) as a handle's first get does: the caller sweeps (``sweep``) when it likes."""
+        self._queue._roles.last_sweep = time.monotonic()
+
+    def sweep(self) -> None:
+        """Requeue deliveries whose visibility timeout or lease passed, and recover consumers
+        on this host whose process is gone (what a get does once a second)."""
+        self._queue._roles.sweep()
 
     def touch_all(self, cid: str) -> int:
         """Restart the visibility timeout of every delivery consumer ``cid`` holds (one step)."""

@@ -165,24 +165,31 @@ def test_a_child_of_os_fork_exiting_normally_leaves_the_parents_executor_alone(u
     assert out.stdout.split() == ["True", "True"], out.stderr
 
 
-def test_the_first_task_is_queued_before_the_local_workers_fork(
+def test_the_first_task_is_queued_before_the_executors_threads_start(
         url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first submit sends its task from the submitting thread, then forks the local
-    workers: a worker finds it queued as soon as it looks (it used to be sent by the sender
-    thread, started after the forks). Local workers of an executor without an initializer
-    do not read one from Redis."""
+    """The first submit forks the local workers, then sends its task from the submitting
+    thread while they start up, then starts the executor's threads: a worker finds the task
+    queued as soon as it looks (it used to wait for the sender thread, started last). Local
+    workers of an executor without an initializer do not read one from Redis."""
+    from pressure.executor._sender import _Sender
+
     seen: list[int] = []
-    start = WorkerPool.start
+    start = _Sender.start
 
-    def observing_start(pool: WorkerPool) -> WorkerPool:
+    def observing_start(sender: _Sender, executor_id: str) -> None:
         seen.append(int(r.llen(f"{prefix}:first:tasks")))
-        return start(pool)
+        start(sender, executor_id)
 
-    monkeypatch.setattr(WorkerPool, "start", observing_start)
-    with pressure.Executor("first", url=url, prefix=prefix, max_workers=1, local_workers=True) as ex:
-        assert ex.submit(pow, 2, 5).result(timeout=SOON) == 32
-        assert ex.submit(pow, 3, 2).result(timeout=SOON) == 9
-        assert seen == [1]
+    monkeypatch.setattr(_Sender, "start", observing_start)
+    # no local workers (nobody takes the task early): the sender thread starts, the task queued
+    ex = pressure.Executor("first", url=url, prefix=prefix, max_workers=1, local_workers=False)
+    futures = [ex.submit(pow, 2, 5), ex.submit(pow, 3, 2)]
+    assert seen == [1]
+    with WorkerPool("first", url=url, prefix=prefix, processes=1):
+        assert [f.result(timeout=SOON) for f in futures] == [32, 9]
+    ex.shutdown()
+    with pressure.Executor(url=url, prefix=prefix, max_workers=1, local_workers=True) as ex:
+        assert ex.submit(pow, 2, 3).result(timeout=SOON) == 8
         assert ex._core._pool is not None and ex._core._pool.initializer is worker.no_initializer
 
 

@@ -212,17 +212,11 @@ class _Core:
             future = _TaskFuture(self, task_id)
             self._futures[task_id] = future
             entry: _Outgoing | None = None
-            if self._thread is None:
-                # the first submit: its task goes out from here, one round trip never waiting for
-                # room, and is in Redis by the time the workers forked next look for one (it
-                # used to wait for the forks, a few ms each); then the threads start
+            if self._thread is None:  # the first submit: workers, its task, then the threads
                 entry = self._entry(task_id, future, fn, args, kwargs)
-                sent = entry is None or self._sender.send_now(entry)
                 try:
-                    self._start()
+                    sent = self._start(entry)
                 except BaseException:
-                    if entry is not None and sent:  # it went out, and submit fails: never run it
-                        self._cancel_task(task_id)
                     self._futures.pop(task_id, None)
                     raise
                 if sent:
@@ -306,13 +300,14 @@ class _Core:
 
     # -- the result thread --------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self, first: _Outgoing | None) -> bool:
         """On first use (lock held): local workers if needed (started here, in the submitting
         thread, before this executor has threads of its own: forked, as ProcessPoolExecutor's,
         they start in a few ms; if Redis cannot say whether workers are alive elsewhere, the
-        result thread asks again), then the result and sender threads."""
-        if self._thread is not None:
-            return
+        result thread asks again); then the first task, sent from this thread while they start
+        up (one round trip, never waiting: it is there when they first look, instead of
+        waiting for the sender thread); then the result and sender threads. Whether ``first``
+        went (or failed for good): if not, it is for the sender thread."""
         deferred = False
         if self._local_workers is not False:
             try:
@@ -320,10 +315,17 @@ class _Core:
                     self._spawn_pool()
             except BackendError:
                 deferred = True
-        self._thread = threading.Thread(target=self._collect, args=(deferred,),
-                                        name=f"pressure-executor-{self._id}")
-        self._sender.start(self._id)  # first: the first task goes out while the other starts
-        self._thread.start()
+        sent = first is None or self._sender.send_now(first)
+        try:
+            self._thread = threading.Thread(target=self._collect, args=(deferred,),
+                                            name=f"pressure-executor-{self._id}")
+            self._sender.start(self._id)
+            self._thread.start()
+        except BaseException:
+            if first is not None and sent:  # it went out, and submit fails: never run it
+                self._cancel_task(first.task.id)
+            raise
+        return sent
 
     def _alive_anywhere(self) -> bool:
         """Whether a worker of this name, on any host, was heard from lately (one round trip)."""

@@ -75,8 +75,10 @@ HEARTBEAT = 1.0
 ALIVE_FOR = 5.0
 #: How long one wait for a task lasts before the worker checks whether it should stop.
 _POLL = 0.5
-#: The longest a new worker's first heartbeat waits for the worker to ask for its first task.
-FIRST_BEAT = 0.05
+#: The longest a new worker's first heartbeat (and its first sweep of the task queue) waits
+#: for the worker's first replies to go out: a worker starting up spends its CPU and its
+#: round trips on its first task, not on a second connection.
+FIRST_BEAT = 0.25
 #: While stopping, how often a pool wakes the worker waiting for a task again.
 _WAKE_AGAIN = 0.02
 #: Tasks shorter than this are prefetched (WorkerConfig.prefetch); tasks held behind one
@@ -203,15 +205,20 @@ class _Worker:
         self.lock = threading.Lock()
         #: set as the main loop ends (for whatever reason): the heartbeat ends too
         self.ending = threading.Event()
-        #: set once the worker has asked for its first task
-        self.fetching = threading.Event()
+        #: set once the worker's first replies have gone out (the heartbeat starts then)
+        self.warm = threading.Event()
+        # the first sweep of the task queue is the heartbeat's, after the first task
+        self.link.sweep_later()
 
     def heartbeat(self) -> None:
         """Record this worker as alive and keep what it holds visible (every HEARTBEAT);
         give back tasks held behind one running longer than SHORT_TASK (at once)."""
-        # the first beat waits for the worker's first wait for a task (or FIRST_BEAT at most):
-        # a worker starting up spends its CPU on its first task, not on a second connection
-        self.fetching.wait(FIRST_BEAT)
+        # the first beat waits for the worker's first task to be done (or FIRST_BEAT at most);
+        # then it sweeps the task queue once, as the worker's first get would have: deliveries
+        # of dead workers on this host, and those whose visibility timeout passed, come back
+        self.warm.wait(FIRST_BEAT)
+        with contextlib.suppress(redis.RedisError, PressureError):
+            self.link.sweep()
         client = Backend(self.where.config).route(self.keys.claims, f"executor {self.where.name!r}").client()
         complaint = Complaint(logger, f"worker {self.id}: heartbeat")
         last_beat = 0.0
@@ -269,7 +276,6 @@ class _Worker:
         # one at a time (the first task, or after a long one): the blocking get takes a queued
         # task as well, in one round trip instead of two
         got = self.link.receive_many(self.where.prefetch) if self.short else []
-        self.fetching.set()
         if not got:
             # woken through Redis when told to stop (WorkerPool.stop): never waits out the slice
             got = [self.link.receive(_POLL, self.stop)]
@@ -344,6 +350,7 @@ class _Worker:
             with self.lock:
                 self.done[:0] = done
             raise
+        self.warm.set()
         if forget:
             for delivery, _ in done:
                 self.link.forget(delivery)
