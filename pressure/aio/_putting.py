@@ -15,7 +15,7 @@ from .. import serializers
 from .._records import _BUSY, _FULL
 from .._roles import MIN_WAIT, PRODUCER, _Roles
 from .._validate import _timeout_value
-from ..connection import SMALLEST_BULK_LIMIT, PackedScript
+from ..connection import PackedScript
 from ..errors import ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Full
@@ -46,12 +46,6 @@ class _Putting(Generic[T]):
     open: Callable[[], Awaitable[AsyncQueue[T]]]
     _raise_for: Callable[[int], Awaitable[None]]
     _order_key: Callable[[Any], bytes]
-
-    def _payload(self, item: T) -> bytes:
-        payload = serializers.dumps(self._serializer, item)
-        if len(payload) >= SMALLEST_BULK_LIMIT:
-            self._link.errors.check_sizes([payload])  # (a sync round trip, only for items >= 1 MiB)
-        return payload
 
     def _put_args(self, payload: bytes, order: bytes, negative: bool, took: str) -> list[bytes | str]:
         return [self._client_id, payload, "1" if negative else "0", took, self._keys.inbox_prefix, order, "", ""]

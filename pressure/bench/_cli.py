@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import redis
 
+from ..sharded import MAX_SHARDS
 from ..testing import ServerUnavailable
 from ._harness import STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
 from .queues import print_report, run_all
@@ -230,8 +231,8 @@ def _sharded(args: argparse.Namespace) -> int:
     """The --sharded section: it starts its own cluster (--url does not apply)."""
     from . import sharded
 
-    if max(args.sharded_shards) > 256:
-        print("pressure bench: --sharded-shards must be at most 256", file=sys.stderr)
+    if max(args.sharded_shards) > MAX_SHARDS:
+        print(f"pressure bench: --sharded-shards must be at most {MAX_SHARDS}", file=sys.stderr)
         return 2
     try:
         cells = sharded.run_sharded(args.sharded_count, args.size, args.sharded_procs,
