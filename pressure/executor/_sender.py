@@ -128,12 +128,12 @@ class _Sender:
                 entry.cancelled = True
 
     def send_now(self, entry: _Outgoing) -> bool:
-        """Send one task from the submitting thread, before the sender thread exists: the
-        first task is then in Redis by the time the workers forked next look for one (it
-        used to wait for the forks, a few ms each). Never waits for room or for Redis: False
-        if the task is for the sender thread after all (Redis unreachable, the queue full or
-        busy, closed or gone: it retries and reports); True if it went in, or failed for
-        good (its future says so)."""
+        """Send one task from the submitting thread, before the sender thread exists (the
+        first task, while the workers just forked start up): it is in Redis when they first
+        look (it used to wait for the sender thread, started last). Never waits for room or
+        for Redis: False if the task is for the sender thread after all (Redis unreachable,
+        the queue full or busy, closed or gone: it retries and reports); True if it went in,
+        or failed for good (its future says so)."""
         link = internal(self._tasks)
         try:
             payload = link.payload(entry.task)
