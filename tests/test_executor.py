@@ -536,7 +536,9 @@ def test_statistics_count_queued_running_done_failed_and_workers(executor: press
     assert (stats.done, stats.failed) == (0, 0)
     gate.open()
     concurrent.futures.wait(held + rest, timeout=SOON)
-    stats = wait_for(executor.statistics, lambda s: (s.done, s.failed) == (4, 1))
+    # a worker's first heartbeat (its record in `workers`) waits for its first replies to go
+    # out, or 0.25 s: it may follow them by a round trip or two
+    stats = wait_for(executor.statistics, lambda s: (s.done, s.failed) == (4, 1) and len(s.workers) == 2)
     assert (stats.queued, stats.running, stats.retried, stats.lost) == (0, 0, 0, 0)
     pids = {f.result()[1] for f in held}
     assert len(pids) == 2 and len(stats.workers) == 2
