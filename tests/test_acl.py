@@ -60,6 +60,30 @@ def test_each_command_of_the_rule_is_needed(server: RedisServer, prefix: str, co
     admin.close()
 
 
+def test_without_rename_a_batch_that_takes_the_whole_queue_is_copied(server: RedisServer,
+                                                                     prefix: str) -> None:
+    """A user set up by the rule before it named RENAME: get_many that empties the queue takes
+    the copying way (items_take_all's RENAME is refused, changing nothing), same results."""
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_log_reset()
+    user = _user(admin, prefix, without="rename")
+    q: pressure.Queue[int] = pressure.Queue("whole", url=f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0",
+                                            prefix=prefix)
+    try:
+        q.put_many(range(5))
+        assert q.get_many(10) == list(range(5))  # the whole queue
+        q.put_many(range(5, 8))
+        assert q.get_many(2) == [5, 6] and q.get_many(10) == [7]
+        s = q.statistics()
+        assert (s.produced_messages, s.consumed_messages, s.size) == (8, 8, 0)
+        assert s.consumed_bytes == s.produced_bytes
+        assert {e["object"] for e in admin.acl_log() if e["username"] == "app"} == {"rename"}
+    finally:
+        q.delete()
+        q.disconnect()
+        admin.close()
+
+
 def test_the_rule_names_every_command_a_script_can_call() -> None:
     """Rare paths (a requeue of a dead consumer, a corrupt key's error) are in the scripts too."""
     _, commands = _readme_rule()

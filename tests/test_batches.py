@@ -240,6 +240,40 @@ def test_a_held_batch_never_returned_is_requeued_by_the_sweep_past_the_lease(mak
     assert_invariants(r, q)
 
 
+@pytest.mark.parametrize("items, take", [
+    (["a", "b", "c"], 2),  # part of the queue: the items are copied into the held list
+    (["a", "b", "c"], 3),  # the whole queue: the list itself becomes the held list (RENAME)
+    (["L" * 9000, "a", "b"], 3),  # the whole queue, its next item large: read one at a time
+])
+def test_a_held_batch_whole_or_part_of_the_queue_is_kept_in_order_and_requeued(
+        make_queue: Any, r: redis.Redis, items: list[str], take: int) -> None:
+    """get.lua keeps a default-mode batch in the consumer's held list until the client has it:
+    a batch that takes the whole queue renames the list rather than copying every item (one
+    RENAME, one LPUSH for the header); either way the held list is the same, the reply the
+    same, and a consumer that never returned it has it requeued in order."""
+    q = make_queue("whole", serializer="bytes", lease=1.0)
+    other = make_queue("whole", serializer="bytes")
+    payloads = [item.encode() for item in items]
+    q.put_many(payloads)
+    r.config_resetstat()
+    cid, stored = q._consumer.queued("batch", take)  # taken for q, never returned by a get_many
+    stats = r.info("commandstats")
+    renames = stats.get("cmdstat_rename", {}).get("calls", 0)
+    assert renames == (1 if take == len(items) else 0)
+    assert stats["cmdstat_lpush"]["calls"] == 1  # the held list: the header alone, or all at once
+    assert stored[:-1] == payloads[:take] and stored[-1].startswith(b"h:")
+    held = q.keys.held(cid)
+    assert r.lrange(held, 0, -1) == [stored[-1], *reversed(payloads[:take])]  # header, newest first
+    assert r.lrange(q.keys.base, 0, -1) == list(reversed(payloads[take:]))
+    s = q.statistics()
+    assert (s.consumed_messages, s.consumed_bytes) == (take, sum(map(len, payloads[:take])))
+    time.sleep(1.2)
+    other._roles.sweep()
+    assert not r.exists(held) and q.qsize() == len(items)
+    assert other.get_many(10) == payloads
+    assert_invariants(r, q)
+
+
 def test_an_undeserializable_item_of_a_batch_is_dead_lettered_and_the_rest_returned(
         make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("poison")

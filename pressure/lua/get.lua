@@ -343,10 +343,18 @@ if len > 0 then
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
-  local items
+  local items, in_held = nil, false
   if taken then
     items, want = taken, #taken
-  elseif want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
+  elseif mode == 'batch' and want == len and want > 1 then
+    -- the whole queue: the items list becomes the held list (the top of this script dropped
+    -- the last one), its items stay there as they are, not copied
+    items = items_take_all(items_key, held, want)
+    in_held = items ~= nil
+  end
+  if not items then
+    if want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
+  end
   local seq = redis.call('INCRBY', delivery_seq, want) - want
   if mode == 'batch' then
     local bytes, counts = 0, ''
@@ -366,7 +374,11 @@ if len > 0 then
     keep_permit(not_full, len - want + waiting, bound, permits)
     stop_waiting()
     items[want + 1] = 'h:' .. (seq + 1) .. ':' .. now .. ':' .. counts
-    redis.call('LPUSH', held, unpack(items))
+    if in_held then
+      redis.call('LPUSH', held, items[want + 1])
+    else
+      redis.call('LPUSH', held, unpack(items))
+    end
     return items
   end
   local entries, bytes = {}, 0

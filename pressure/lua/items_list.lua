@@ -54,6 +54,24 @@ local function items_pop_all(key, n)
   return items
 end
 
+-- Take all `n` items (n > 1) out by renaming the list to `dest` (which must not exist), so
+-- they stay there as they are, newest at the head, not copied; return them next-out first.
+-- (A batch that empties the queue: the held list is the items list itself.) Large items
+-- are read one at a time, as items_pop_all takes them. nil, changing nothing, when the
+-- server refuses RENAME (an ACL user without it): the caller takes them with items_pop_all.
+local function items_take_all(key, dest, n)
+  local renamed = redis.pcall('RENAME', key, dest)
+  if type(renamed) == 'table' and renamed.err then return nil end
+  local items = {redis.call('LINDEX', dest, -1)}
+  if #items[1] >= 8192 then
+    for i = 2, n do items[i] = redis.call('LINDEX', dest, -i) end
+    return items
+  end
+  local rest = redis.call('LRANGE', dest, 0, -2)  -- newest first
+  for i = #rest, 1, -1 do items[#items + 1] = rest[i] end
+  return items
+end
+
 -- Put a delivered item back where it came from: the head, next out.
 local function items_return(key, item)
   redis.call('RPUSH', key, item)
