@@ -14,7 +14,10 @@ reads from the server, before and after:
 The baselines do the same work with plain commands on a plain list: ``LPUSH`` / ``BRPOP``
 for single items, ``LPUSH`` of n / ``LPOP n`` for batches, and for acknowledged gets
 ``BLMOVE`` to a processing list then ``LREM`` (the usual reliable-queue pattern; holding
-many, ``LMOVE`` of each, then ``LREM`` of each from the oldest end). The ratio
+many, ``LMOVE`` of each, then ``LREM`` of each from the oldest end). Batches run twice: a
+producer and a consumer thread (the producer runs ahead: each get_many takes part of a
+backlog), and "in step" (put_many then get_many in turn on one connection: a consumer that
+keeps up, taking the whole queue each time). The ratio
 is pressure's CPU per message over the baseline's; the goals are issue 16's (≤ 1.5x for single
 items, ≤ 2x for batches and acknowledged gets). Paths run in turns for ``--repeat`` rounds;
 each one's lowest cost is kept.
@@ -197,6 +200,36 @@ def batch(size: int) -> Callable[[str, int], None]:
     return run
 
 
+def batch_in_step(size: int) -> Callable[[str, int], None]:
+    """put_many then get_many of the same batch, in turn on one connection: a consumer that
+    keeps up, whose get_many takes the whole queue each time."""
+    def run(url: str, n: int) -> None:
+        q = _queue(url)
+        chunk = [PAYLOAD] * size
+        try:
+            for _ in range(n // size):
+                q.put_many(chunk)
+                q.get_many(size)
+        finally:
+            q.delete()
+    return run
+
+
+def raw_batch_in_step(size: int) -> Callable[[str, int], None]:
+    def run(url: str, n: int) -> None:
+        key = f"cost-raw-{uuid.uuid4().hex}"
+        c = redis.Redis.from_url(url)
+        chunk = [PAYLOAD] * size
+        try:
+            for _ in range(n // size):
+                c.lpush(key, *chunk)
+                c.lpop(key, size)
+        finally:
+            c.delete(key)
+            c.close()
+    return run
+
+
 def _raw(url: str, body: Callable[[redis.Redis, redis.Redis, str], tuple[Callable[[], None], Callable[[], None]]],
          n: int) -> None:
     key = f"cost-raw-{uuid.uuid4().hex}"
@@ -269,6 +302,8 @@ PATHS = [
     Path(f"reliable task_done holding {HELD:,}", 2.0, holding(HELD), raw_holding(HELD)),
     Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100)),
     Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500)),
+    Path("put_many/get_many 100, in step", 2.0, batch_in_step(100), raw_batch_in_step(100)),
+    Path("put_many/get_many 500, in step", 2.0, batch_in_step(500), raw_batch_in_step(500)),
     Path("delayed put+due+get (raw = plain put+get)", 2.0, delayed, single(0)),
 ]
 
