@@ -153,8 +153,11 @@ class Backend(Wire):
                 durability.replicas)
         return result
 
-    def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
-        """Run several packed scripts in one round trip on this thread's connection, in order.
+    def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
+                 pooled: bool = False) -> list[Any]:
+        """Run several packed scripts in one round trip on this thread's connection, in order
+        (``pooled``: on a connection of the client's pool, as ``run``: for a thread that sends
+        once, which then opens no connection of its own).
 
         Returns one reply per call; a script's error reply is returned as the exception
         object (the others still ran). Scripts not known to be loaded on the server are
@@ -169,7 +172,20 @@ class Backend(Wire):
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
 
         def attempt() -> list[Any]:
-            conn = self.thread_connection()
+            if not pooled:
+                return attempt_on(self.thread_connection())
+            pool = self.client().connection_pool
+            conn = self._pool_connection(pool, what)
+            try:
+                return attempt_on(conn)
+            except BaseException as exc:
+                if not isinstance(exc, (PressureError, _RetryLater)):
+                    conn.disconnect()  # e.g. interrupted between the send and the read
+                raise
+            finally:
+                pool.release(conn)
+
+        def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
             loads = list(dict.fromkeys(command.name for command, _ in calls if command.name not in self._loaded))
             replies = self._pipeline_once(conn, calls, what, loads)
             if replies and all(map(refused_for_now, replies)):

@@ -200,3 +200,24 @@ def test_a_first_task_that_cannot_be_pickled_fails_alone(url: str, prefix: str) 
         failed = ex.submit(pow, threading.Lock(), 2)
         assert isinstance(failed.exception(timeout=SOON), TypeError)
         assert ex.submit(pow, 2, 3).result(timeout=SOON) == 8
+
+
+def test_the_first_task_goes_out_on_the_constructors_connection(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """The submitting thread sends the first task on the connection the constructor opened
+    (a connection of the backend's pool), not on one of its own: it sends nothing else
+    (later tasks go from the sender thread), and a new connection is a connect and a
+    handshake while the workers start up."""
+    ex = pressure.Executor("own", url=url, prefix=prefix, max_workers=1, local_workers=False)
+    try:
+        backend = ex._core._backend
+        pool = backend.client().connection_pool
+        future = ex.submit(pow, 2, 5)
+        assert r.llen(f"{prefix}:own:tasks") == 1  # sent, from this thread
+        own = backend._thread.connection  # (made for its client id, maybe: never connected)
+        assert own is None or own._sock is None
+        assert len(pool._available_connections) == 1  # the constructor's, back in the pool
+        with WorkerPool("own", url=url, prefix=prefix, processes=1):
+            assert future.result(timeout=SOON) == 32
+    finally:
+        ex.shutdown(cancel_futures=True)

@@ -142,7 +142,11 @@ class _Sender:
             return True
         [(put, _)] = link.put_many_calls([entry.task], [payload])
         try:
-            marked, reply = link.pipeline([(SUBMIT.command(self._keys, more=1), [entry.task.id]), put])
+            # on the connection the executor's constructor opened: this thread sends only this
+            # (later tasks go from the sender thread), so a connection of its own would cost a
+            # connect and a handshake while the workers start up
+            marked, reply = link.pipeline([(SUBMIT.command(self._keys, more=1), [entry.task.id]), put],
+                                          pooled=True)
         except OutcomeUnknown:
             entry.maybe_sent = True
             return False
