@@ -221,3 +221,24 @@ def test_the_first_task_goes_out_on_the_constructors_connection(
             assert future.result(timeout=SOON) == 32
     finally:
         ex.shutdown(cancel_futures=True)
+
+
+def test_the_sender_thread_starts_with_the_first_task_it_sends(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """The first task goes out from the submitting thread: the sender thread starts with the
+    second (a cold start, constructor to first result, does not wait for a thread it does not
+    use), and sends it."""
+    ex = pressure.Executor("lazy", url=url, prefix=prefix, max_workers=1, local_workers=False)
+
+    def senders() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name == f"pressure-submit-{ex._core._id}"]
+
+    try:
+        futures = [ex.submit(pow, 2, 5)]
+        assert r.llen(f"{prefix}:lazy:tasks") == 1 and senders() == []
+        futures.append(ex.submit(pow, 3, 2))
+        assert len(senders()) == 1
+        with WorkerPool("lazy", url=url, prefix=prefix, processes=1):
+            assert [f.result(timeout=SOON) for f in futures] == [32, 9]
+    finally:
+        ex.shutdown(cancel_futures=True)
