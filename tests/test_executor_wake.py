@@ -5,6 +5,7 @@ timing): each wait here would otherwise last an hour."""
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from typing import Any
@@ -242,3 +243,30 @@ def test_the_sender_thread_starts_with_the_first_task_it_sends(
             assert [f.result(timeout=SOON) for f in futures] == [32, 9]
     finally:
         ex.shutdown(cancel_futures=True)
+
+
+def test_a_lone_result_is_counted_with_the_read_behind_it(
+        url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result thread posts the count of the result it just read (INCRBY) ahead of the read
+    of the results behind it: a lone result is counted and its future completed one round trip
+    after it is read, not two, and still counted before its future completes."""
+    from pressure.connection import Backend
+
+    calls: list[str] = []
+    call = Backend.call
+
+    def recording_call(backend: Backend, what: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(what)
+        return call(backend, what, *args, **kwargs)
+
+    monkeypatch.setattr(Backend, "call", recording_call)
+    with pressure.Executor("lone", url=url, prefix=prefix, max_workers=1) as ex:
+        seen: list[bytes | None] = []
+        future = ex.submit(pow, 2, 5)
+        future.add_done_callback(lambda f: seen.append(r.get(f"{prefix}:lone:executor:stats:done")))
+        assert future.result(timeout=SOON) == 32
+        failing = ex.submit(operator.truediv, 1, 0)
+        assert isinstance(failing.exception(timeout=SOON), ZeroDivisionError)
+        assert ex.statistics().done == 1 and ex.statistics().failed == 1
+    assert seen == [b"1"]
+    assert "count results" not in calls

@@ -27,7 +27,8 @@ import redis.cluster
 from .. import _log
 from .._internal import attach, internal
 from .._scripts import CANCEL, CancelStatus
-from ..connection import Backend, ConnectionConfig
+from .._wire import LOST
+from ..connection import Backend, ConnectionConfig, pack_command
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
@@ -86,6 +87,28 @@ class ExecutorStatistics:
     lost: int
     #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
     workers: tuple[str, ...]
+
+
+def _parse_result(message: bytes) -> tuple[str, bool, Any]:
+    """A result message's task id, whether the task succeeded, and its result or exception."""
+    task_id, _, data = message.partition(b"\n")
+    try:
+        ok, value = unpack_outcome(data)
+    except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
+        ok, value = False, exc
+    return task_id.decode(), ok, value
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """A result whose count was posted ahead of the read of the results behind it."""
+
+    task_id: str
+    ok: bool
+    value: Any
+    #: whether the count ran: None until its reply is read
+    counted: bool | None = None
+    error: str | None = None
 
 
 class _TaskFuture(Future):  # type: ignore[type-arg]
@@ -380,9 +403,12 @@ class _Core:
                 self._start_workers()
             while True:
                 raw: list[bytes] = []
+                ahead: _Ahead | None = None
                 try:
                     raw.append(self._results.get(timeout=_POLL))
-                    # and whatever else has arrived, in one more round trip
+                    ahead = self._count_ahead(raw[0])
+                    # and whatever else has arrived, in one more round trip (which carries the
+                    # first result's count, posted just before)
                     raw += [d.item for d in internal(self._results).receive_many(_CLAIM_BATCH)]
                 except Empty:
                     pass
@@ -396,7 +422,7 @@ class _Core:
                     complaint.succeeded()
                 raw = [message for message in raw if message != WAKE_MESSAGE]
                 if raw:
-                    self._complete_all(raw)
+                    self._complete_all(raw, ahead)
                 if not raw or time.monotonic() - last_look > 1.0:
                     last_look = time.monotonic()
                     try:
@@ -414,19 +440,46 @@ class _Core:
         finally:
             self._cleanup(patience=self._outage_limit)
 
-    def _complete_all(self, messages: list[bytes]) -> None:
+    def _count_ahead(self, message: bytes) -> _Ahead | None:
+        """Post the count of the result just read (INCRBY done or failed, no round trip of its
+        own: it goes with the next command of the result thread, the read of the results
+        behind it, whose reply comes after the count's), if it is a pending future's. A lone
+        result is then counted and completed one round trip after it is read, not two."""
+        if message == WAKE_MESSAGE:
+            return None
+        ahead = _Ahead(*_parse_result(message))
+        if ahead.task_id not in self._futures:
+            return None
+        counter = self._keys.done if ahead.ok else self._keys.failed
+
+        def check(reply: Any) -> None:
+            ahead.counted = isinstance(reply, int)
+            if not ahead.counted:
+                ahead.error = "its reply was lost" if reply is LOST else str(reply)
+
+        self._backend.post(pack_command("INCRBY", counter, 1), check)
+        return ahead
+
+    def _complete_all(self, messages: list[bytes], ahead: _Ahead | None = None) -> None:
         """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
-        counts once), then complete the futures. The tasks' claims are the workers' to remove
-        (settle.lua), when the tasks leave the queue."""
+        counts once; ``ahead``, the first message's, posted already by _count_ahead), then
+        complete the futures. The tasks' claims are the workers' to remove (settle.lua), when
+        the tasks leave the queue."""
         outcomes: list[tuple[str, bool, Any]] = []
-        for message in messages:
-            task_id, _, data = message.partition(b"\n")
-            try:
-                ok, value = unpack_outcome(data)
-            except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
-                ok, value = False, exc
-            outcomes.append((task_id.decode(), ok, value))
+        for i, message in enumerate(messages):
+            if i == 0 and ahead is not None:
+                outcomes.append((ahead.task_id, ahead.ok, ahead.value))  # parsed already
+            else:
+                outcomes.append(_parse_result(message))
         fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
+        if ahead is not None and ahead.task_id in fresh:
+            del fresh[ahead.task_id]  # counted (or its count failed) on its own
+            if ahead.counted is None:
+                self._backend.flush()  # its reply is not read yet (the read behind it failed)
+            if not ahead.counted:
+                _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
+                           "failed: %s", self._name, ahead.error, executor=self._name, prefix=self._prefix,
+                           error=str(ahead.error))
         done = sum(fresh.values())
         pipe = self._backend.client().pipeline(transaction=False)
         if done:
