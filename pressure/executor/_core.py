@@ -106,9 +106,10 @@ class _Ahead:
     task_id: str
     ok: bool
     value: Any
-    #: whether the count ran: None until its reply is read
+    #: whether the count ran (or may have: ``lost``): None until its reply is read; False if
+    #: it was refused (an error reply: it did not run)
     counted: bool | None = None
-    error: str | None = None
+    lost: bool = False
 
 
 class _TaskFuture(Future):  # type: ignore[type-arg]
@@ -453,9 +454,8 @@ class _Core:
         counter = self._keys.done if ahead.ok else self._keys.failed
 
         def check(reply: Any) -> None:
-            ahead.counted = isinstance(reply, int)
-            if not ahead.counted:
-                ahead.error = "its reply was lost" if reply is LOST else str(reply)
+            ahead.counted = reply is LOST or not isinstance(reply, redis.RedisError)
+            ahead.lost = reply is LOST  # it may or may not have run
 
         self._backend.post(pack_command("INCRBY", counter, 1), check)
         return ahead
@@ -473,13 +473,14 @@ class _Core:
                 outcomes.append(_parse_result(message))
         fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
         if ahead is not None and ahead.task_id in fresh:
-            del fresh[ahead.task_id]  # counted (or its count failed) on its own
             if ahead.counted is None:
                 self._backend.flush()  # its reply is not read yet (the read behind it failed)
-            if not ahead.counted:
+            if ahead.counted:  # counted on its own (else refused, so not run: counted below)
+                del fresh[ahead.task_id]
+            if ahead.lost:
                 _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
-                           "failed: %s", self._name, ahead.error, executor=self._name, prefix=self._prefix,
-                           error=str(ahead.error))
+                           "failed: the connection was lost with the reply", self._name, executor=self._name,
+                           prefix=self._prefix, error="reply lost")
         done = sum(fresh.values())
         pipe = self._backend.client().pipeline(transaction=False)
         if done:
