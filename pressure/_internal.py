@@ -195,10 +195,12 @@ class Internal(Generic[T]):
 
     # -- the connection -------------------------------------------------------------------
 
-    def pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    def pipeline(self, calls: Sequence[Call], *, pooled: bool = False) -> list[Any]:
         """Send ``calls`` (of handles sharing this one's backend) in one round trip; their
-        replies, an error as a ``redis.RedisError`` in its place (see ``raise_error``)."""
-        return self._queue._backend.pipeline(calls)
+        replies, an error as a ``redis.RedisError`` in its place (see ``raise_error``).
+        ``pooled``: on a connection of the backend's pool, not one of the calling thread's
+        own (a thread that sends once)."""
+        return self._queue._backend.pipeline(calls, pooled=pooled)
 
     def raise_error(self, error: redis.RedisError, what: str) -> NoReturn:
         """Raise a pipeline reply's error as the PressureError it means."""

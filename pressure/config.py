@@ -170,8 +170,11 @@ class ConnectionConfig:
         kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
         if kw.get("socket_timeout") is None:
             kw["socket_timeout"] = SOCKET_TIMEOUT
-        if _DRIVER_INFO is not None and not {"driver_info", "lib_name", "lib_version"} & kw.keys():
-            kw["driver_info"] = _DRIVER_INFO
+        # the handshake is HELLO alone (one round trip, not four): see _QUIET_HANDSHAKE
+        if not {"driver_info", "lib_name", "lib_version"} & kw.keys():
+            kw.update(_QUIET_HANDSHAKE)
+        if _NO_MAINT_NOTIFICATIONS is not None:
+            kw.setdefault("maint_notifications_config", _NO_MAINT_NOTIFICATIONS)
         return kw
 
     def node_client(self, address: tuple[str, int]) -> redis.Redis:
@@ -198,18 +201,32 @@ class ConnectionConfig:
         return redis.Redis(connection_pool=pool)
 
 
-def _driver_info() -> Any:
-    """What redis-py (8.x) tells the server about itself (CLIENT SETINFO), made once per
-    process: left to redis-py, every connection it makes reads the package's metadata again,
-    about 2 ms each (most of a worker's start-up)."""
+def _quiet_handshake() -> dict[str, Any]:
+    """Connection options that leave out redis-py's ``CLIENT SETINFO LIB-NAME`` and
+    ``LIB-VER``: two round trips (and two errors before Redis 7.2) on every connection
+    pressure makes, each process making a few (a worker three before its first reply).
+    redis-py 8 takes ``driver_info=None``; 5 to 7, ``lib_name=None, lib_version=None``."""
     try:
-        from redis.driver_info import DriverInfo
-    except ImportError:  # redis-py before 8: its default is computed once already
+        from redis.driver_info import DriverInfo  # noqa: F401 - redis-py 8 and later
+    except ImportError:
+        return {"lib_name": None, "lib_version": None}
+    return {"driver_info": None}
+
+
+def _no_maint_notifications() -> Any:
+    """redis-py 7+ sends ``CLIENT MAINT_NOTIFICATIONS ON`` on every new RESP3 connection (a
+    round trip; an error on servers without it, which it ignores): pressure reads the
+    replies on its own connections and rides out a moved or dropped server itself, so its
+    connections go without (None: a redis-py that has no such handshake)."""
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:
         return None
-    return DriverInfo()
+    return MaintNotificationsConfig(enabled=False)
 
 
-_DRIVER_INFO = _driver_info()
+_QUIET_HANDSHAKE = _quiet_handshake()
+_NO_MAINT_NOTIFICATIONS = _no_maint_notifications()
 
 
 #: The password of a URL (or connection) that names none, read from the environment of each

@@ -54,6 +54,11 @@ from .errors import BackendError, ItemTooLarge, NotReplicated, PressureError, Pr
 
 __all__ = ["ConnectionConfig", "Backend", "PackedScript", "refused_for_now"]
 
+def _load_command(name: str) -> bytes:
+    """``SCRIPT LOAD`` of script ``name``, encoded (once: _bulk_name caches the text's)."""
+    return pack_command("SCRIPT", "LOAD", _script_source(name))
+
+
 #: Redis's default ``proto-max-bulk-len``, assumed where CONFIG GET is refused.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 #: The smallest ``proto-max-bulk-len`` Redis accepts: a shorter argument never needs the check.
@@ -148,25 +153,41 @@ class Backend(Wire):
                 durability.replicas)
         return result
 
-    def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]]) -> list[Any]:
-        """Run several packed scripts in one round trip on this thread's connection, in order.
+    def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
+                 pooled: bool = False) -> list[Any]:
+        """Run several packed scripts in one round trip on this thread's connection, in order
+        (``pooled``: on a connection of the client's pool, as ``run``: for a thread that sends
+        once, which then opens no connection of its own).
 
         Returns one reply per call; a script's error reply is returned as the exception
-        object (the others still ran). Scripts not loaded on the server are loaded first,
-        and calls refused with NOSCRIPT (they did not run: a restarted or flushed server)
-        are sent again once their scripts are loaded; so are all the calls when the server
-        refused every one for now (see ``refused_for_now``). A reply lost with a connection
-        that redis-py dropped on an earlier error reply is a ConnectionError: that call may
-        or may not have run.
+        object (the others still ran). Scripts not known to be loaded on the server are
+        loaded first, in the same round trip (a SCRIPT LOAD ahead of the calls, so a call
+        never finds its script missing, and the calls keep their order), and calls refused
+        with NOSCRIPT (they did not run: a restarted or flushed server, or a load that
+        failed) are sent again once their scripts are loaded; so are all the calls when the
+        server refused every one for now (see ``refused_for_now``). A reply lost with a
+        connection that redis-py dropped on an earlier error reply is a ConnectionError:
+        that call may or may not have run.
         """
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
 
         def attempt() -> list[Any]:
-            conn = self.thread_connection()
-            for command, _ in calls:
-                if command.name not in self._loaded:
-                    self._load_on(conn, command.name)
-            replies = self._pipeline_once(conn, calls, what)
+            if not pooled:
+                return attempt_on(self.thread_connection())
+            pool = self.client().connection_pool
+            conn = self._pool_connection(pool, what)
+            try:
+                return attempt_on(conn)
+            except BaseException as exc:
+                if not isinstance(exc, (PressureError, _RetryLater)):
+                    conn.disconnect()  # e.g. interrupted between the send and the read
+                raise
+            finally:
+                pool.release(conn)
+
+        def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
+            loads = list(dict.fromkeys(command.name for command, _ in calls if command.name not in self._loaded))
+            replies = self._pipeline_once(conn, calls, what, loads)
             if replies and all(map(refused_for_now, replies)):
                 raise _RetryLater(replies[0])
             missing = [i for i, reply in enumerate(replies)
@@ -183,10 +204,15 @@ class Backend(Wire):
         return self._until_served(what, attempt)
 
     def _pipeline_once(self, conn: redis.connection.AbstractConnection,
-                       calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], what: str) -> list[Any]:
-        self._send(conn, [b"".join(command.pack(tail) for command, tail in calls)], what)
+                       calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], what: str,
+                       loads: Sequence[str] = ()) -> list[Any]:
+        """Send ``calls`` in one write, behind a SCRIPT LOAD of each script in ``loads``; the
+        calls' replies (a load's reply only tells whether its script is loaded now: if it
+        failed, the calls of that script answer NOSCRIPT, or ran if it was there already)."""
+        self._send(conn, [b"".join([*map(_load_command, loads),
+                                    *(command.pack(tail) for command, tail in calls)])], what)
         replies: list[Any] = []
-        for _ in calls:
+        for _ in range(len(loads) + len(calls)):
             if replies and refused_for_now(replies[-1]) and _dropped_with(replies[-1]):
                 replies.append(replies[-1])  # READONLY: the calls behind it met the same replica
             elif replies and _dropped_with(replies[-1]):
@@ -194,7 +220,9 @@ class Backend(Wire):
                     f"reply lost: the connection was dropped on the error reply before it ({replies[-1]})"))
             else:
                 replies.append(self._read(conn, what, True))
-        return replies
+        for name, reply in zip(loads, replies):
+            self._script_loaded(name, reply)
+        return replies[len(loads):]
 
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float,
@@ -205,7 +233,9 @@ class Backend(Wire):
         BLMOVE returns.
 
         Returns ``(script result, BLMOVE reply, second script result or None)``; a script
-        error reply is returned as the exception object, after the others have answered.
+        error reply is returned as the exception object, after the others have answered. A
+        script not known to be loaded is loaded in the same round trip (a SCRIPT LOAD in
+        front); if that load fails, its error stands for a call refused with NOSCRIPT.
         The script must leave something in ``source`` unless the caller is meant to wait
         there, or the BLMOVE waits ``timeout``. Used for the blocking get. A BLMOVE the
         server refused for now, or whose reply was lost with a connection redis-py dropped
@@ -218,15 +248,23 @@ class Backend(Wire):
                 + (b"" if then is None else command.pack(then))]
         what = f"script {command.name} and BLMOVE"
 
-        def send() -> redis.connection.AbstractConnection:
+        def send() -> tuple[redis.connection.AbstractConnection, bool]:
             conn = self.thread_connection()
-            if command.name not in self._loaded:  # a NOSCRIPT here would cost a whole BLMOVE wait
-                self._load_on(conn, command.name)
-            self._send(conn, data, what)  # on a cluster, a master not reached is asked for again
-            return conn
+            # loaded first, in the same send: a NOSCRIPT here would cost a whole BLMOVE wait
+            load = command.name not in self._loaded
+            # on a cluster, a master not reached is asked for again
+            self._send(conn, [_load_command(command.name), *data] if load else data, what)
+            return conn, load
 
-        conn = self._until_served(what, send)
+        conn, load = self._until_served(what, send)
+        loaded = self._read(conn, what, True) if load else None
+        if load and _dropped_with(loaded):  # (LOADING) the replies behind it went with the connection
+            return loaded, None, None
         first = self._read(conn, what, True)
+        if load:
+            self._script_loaded(command.name, loaded)
+            if isinstance(first, redis.exceptions.NoScriptError) and isinstance(loaded, redis.RedisError):
+                first = loaded  # why it is not loaded (refused for now, or for good)
         # a reply redis-py dropped the connection on (LOADING) loses the replies behind it
         second = None if _dropped_with(first) else self._read(conn, what, True)
         third = None
@@ -244,6 +282,12 @@ class Backend(Wire):
         """Whether script ``name`` is known to be loaded on the server: this backend loaded it,
         or a call of it ran (a restarted server answers NOSCRIPT, and it is loaded again)."""
         return name in self._loaded
+
+    def _script_loaded(self, name: str, reply: Any) -> None:
+        """Note script ``name`` as loaded if ``reply``, a SCRIPT LOAD's, says so (an error, or a
+        different hash, leaves its calls to answer NOSCRIPT: then ``_load_on`` says why)."""
+        if reply in (_script_sha(name), _script_sha(name).encode()):
+            self._loaded.add(name)
 
     def _load_on(self, conn: redis.connection.AbstractConnection, name: str) -> None:
         what = f"SCRIPT LOAD {name}"

@@ -110,3 +110,21 @@ def test_no_password_is_ever_shown() -> None:
         with pytest.raises(ValueError, match="invalid Redis URL") as info:
             ConnectionConfig.from_url(url)
         assert "s3cret" not in str(info.value), str(info.value)
+
+
+def test_a_new_connection_costs_one_round_trip() -> None:
+    """A connection pressure makes says HELLO and nothing else: redis-py's CLIENT SETINFO
+    (twice) and CLIENT MAINT_NOTIFICATIONS are three more round trips on every connection
+    (errors, too, on servers that have neither), and a worker makes a few before its first
+    reply."""
+    with RedisServer() as server:
+        observer = redis.Redis.from_url(server.url)
+        observer.config_resetstat()
+        client = ConnectionConfig.resolve(server.url).new_client()
+        assert client.ping()
+        client.close()
+        commands = {name.removeprefix("cmdstat_"): stats["calls"]
+                    for name, stats in observer.info("commandstats").items()}
+        assert observer.info("errorstats") == {}  # unknown subcommands are counted only here
+        assert commands == {"config|resetstat": 1, "hello": 1, "ping": 1}
+        observer.close()

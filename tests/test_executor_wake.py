@@ -5,6 +5,7 @@ timing): each wait here would otherwise last an hour."""
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from typing import Any
@@ -200,3 +201,70 @@ def test_a_first_task_that_cannot_be_pickled_fails_alone(url: str, prefix: str) 
         failed = ex.submit(pow, threading.Lock(), 2)
         assert isinstance(failed.exception(timeout=SOON), TypeError)
         assert ex.submit(pow, 2, 3).result(timeout=SOON) == 8
+
+
+def test_the_first_task_goes_out_on_the_constructors_connection(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """The submitting thread sends the first task on the connection the constructor opened
+    (a connection of the backend's pool), not on one of its own: it sends nothing else
+    (later tasks go from the sender thread), and a new connection is a connect and a
+    handshake while the workers start up."""
+    ex = pressure.Executor("own", url=url, prefix=prefix, max_workers=1, local_workers=False)
+    try:
+        backend = ex._core._backend
+        future = ex.submit(pow, 2, 5)
+        assert r.llen(f"{prefix}:own:tasks") == 1  # sent, from this thread
+        own = backend._thread.connection  # (made for its client id, maybe: never connected)
+        assert own is None or own._sock is None
+        with WorkerPool("own", url=url, prefix=prefix, processes=1):
+            assert future.result(timeout=SOON) == 32
+    finally:
+        ex.shutdown(cancel_futures=True)
+
+
+def test_the_sender_thread_starts_with_the_first_task_it_sends(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """The first task goes out from the submitting thread: the sender thread starts with the
+    second (a cold start, constructor to first result, does not wait for a thread it does not
+    use), and sends it."""
+    ex = pressure.Executor("lazy", url=url, prefix=prefix, max_workers=1, local_workers=False)
+
+    def senders() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name == f"pressure-submit-{ex._core._id}"]
+
+    try:
+        futures = [ex.submit(pow, 2, 5)]
+        assert r.llen(f"{prefix}:lazy:tasks") == 1 and senders() == []
+        futures.append(ex.submit(pow, 3, 2))
+        assert len(senders()) == 1
+        with WorkerPool("lazy", url=url, prefix=prefix, processes=1):
+            assert [f.result(timeout=SOON) for f in futures] == [32, 9]
+    finally:
+        ex.shutdown(cancel_futures=True)
+
+
+def test_a_lone_result_is_counted_with_the_read_behind_it(
+        url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result thread posts the count of the result it just read (INCRBY) ahead of the read
+    of the results behind it: a lone result is counted and its future completed one round trip
+    after it is read, not two, and still counted before its future completes."""
+    from pressure.connection import Backend
+
+    calls: list[str] = []
+    call = Backend.call
+
+    def recording_call(backend: Backend, what: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(what)
+        return call(backend, what, *args, **kwargs)
+
+    monkeypatch.setattr(Backend, "call", recording_call)
+    with pressure.Executor("lone", url=url, prefix=prefix, max_workers=1) as ex:
+        seen: list[bytes | None] = []
+        future = ex.submit(pow, 2, 5)
+        future.add_done_callback(lambda f: seen.append(r.get(f"{prefix}:lone:executor:stats:done")))
+        assert future.result(timeout=SOON) == 32
+        failing = ex.submit(operator.truediv, 1, 0)
+        assert isinstance(failing.exception(timeout=SOON), ZeroDivisionError)
+        assert ex.statistics().done == 1 and ex.statistics().failed == 1
+    assert seen == [b"1"]
+    assert "count results" not in calls

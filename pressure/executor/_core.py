@@ -27,7 +27,8 @@ import redis.cluster
 from .. import _log
 from .._internal import attach, internal
 from .._scripts import CANCEL, CancelStatus
-from ..connection import Backend, ConnectionConfig
+from .._wire import LOST
+from ..connection import Backend, ConnectionConfig, pack_command
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
@@ -86,6 +87,29 @@ class ExecutorStatistics:
     lost: int
     #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
     workers: tuple[str, ...]
+
+
+def _parse_result(message: bytes) -> tuple[str, bool, Any]:
+    """A result message's task id, whether the task succeeded, and its result or exception."""
+    task_id, _, data = message.partition(b"\n")
+    try:
+        ok, value = unpack_outcome(data)
+    except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
+        ok, value = False, exc
+    return task_id.decode(), ok, value
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """A result whose count was posted ahead of the read of the results behind it."""
+
+    task_id: str
+    ok: bool
+    value: Any
+    #: whether the count ran (or may have: ``lost``): None until its reply is read; False if
+    #: it was refused (an error reply: it did not run)
+    counted: bool | None = None
+    lost: bool = False
 
 
 class _TaskFuture(Future):  # type: ignore[type-arg]
@@ -226,7 +250,11 @@ class _Core:
             if entry is None:
                 return future
         # the sender thread batches puts (one round trip for many) and rides out outages
-        self._sender.enqueue(entry)
+        try:
+            self._sender.enqueue(entry, self._id)
+        except BaseException:  # its thread could not start: the task is not sent
+            self._futures.pop(task_id, None)
+            raise
         if entry.sent is not None:
             try:  # backpressure: block while the task queue is full (the sender waits for room)
                 entry.sent.wait()
@@ -306,8 +334,9 @@ class _Core:
         they start in a few ms; if Redis cannot say whether workers are alive elsewhere, the
         result thread asks again); then the first task, sent from this thread while they start
         up (one round trip, never waiting: it is there when they first look, instead of
-        waiting for the sender thread); then the result and sender threads. Whether ``first``
-        went (or failed for good): if not, it is for the sender thread."""
+        waiting for the sender thread); then the result thread (the sender thread starts with
+        the first task it has to send: _Sender.enqueue). Whether ``first`` went (or failed for
+        good): if not, it is for the sender thread."""
         deferred = False
         if self._local_workers is not False:
             try:
@@ -319,7 +348,6 @@ class _Core:
         try:
             self._thread = threading.Thread(target=self._collect, args=(deferred,),
                                             name=f"pressure-executor-{self._id}")
-            self._sender.start(self._id)
             self._thread.start()
         except BaseException:
             if first is not None and sent:  # it went out, and submit fails: never run it
@@ -376,9 +404,12 @@ class _Core:
                 self._start_workers()
             while True:
                 raw: list[bytes] = []
+                ahead: _Ahead | None = None
                 try:
                     raw.append(self._results.get(timeout=_POLL))
-                    # and whatever else has arrived, in one more round trip
+                    ahead = self._count_ahead(raw[0])
+                    # and whatever else has arrived, in one more round trip (which carries the
+                    # first result's count, posted just before)
                     raw += [d.item for d in internal(self._results).receive_many(_CLAIM_BATCH)]
                 except Empty:
                     pass
@@ -392,7 +423,7 @@ class _Core:
                     complaint.succeeded()
                 raw = [message for message in raw if message != WAKE_MESSAGE]
                 if raw:
-                    self._complete_all(raw)
+                    self._complete_all(raw, ahead)
                 if not raw or time.monotonic() - last_look > 1.0:
                     last_look = time.monotonic()
                     try:
@@ -410,19 +441,46 @@ class _Core:
         finally:
             self._cleanup(patience=self._outage_limit)
 
-    def _complete_all(self, messages: list[bytes]) -> None:
+    def _count_ahead(self, message: bytes) -> _Ahead | None:
+        """Post the count of the result just read (INCRBY done or failed, no round trip of its
+        own: it goes with the next command of the result thread, the read of the results
+        behind it, whose reply comes after the count's), if it is a pending future's. A lone
+        result is then counted and completed one round trip after it is read, not two."""
+        if message == WAKE_MESSAGE:
+            return None
+        ahead = _Ahead(*_parse_result(message))
+        if ahead.task_id not in self._futures:
+            return None
+        counter = self._keys.done if ahead.ok else self._keys.failed
+
+        def check(reply: Any) -> None:
+            ahead.counted = reply is LOST or not isinstance(reply, redis.RedisError)
+            ahead.lost = reply is LOST  # it may or may not have run
+
+        self._backend.post(pack_command("INCRBY", counter, 1), check)
+        return ahead
+
+    def _complete_all(self, messages: list[bytes], ahead: _Ahead | None = None) -> None:
         """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
-        counts once), then complete the futures. The tasks' claims are the workers' to remove
-        (settle.lua), when the tasks leave the queue."""
+        counts once; ``ahead``, the first message's, posted already by _count_ahead), then
+        complete the futures. The tasks' claims are the workers' to remove (settle.lua), when
+        the tasks leave the queue."""
         outcomes: list[tuple[str, bool, Any]] = []
-        for message in messages:
-            task_id, _, data = message.partition(b"\n")
-            try:
-                ok, value = unpack_outcome(data)
-            except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
-                ok, value = False, exc
-            outcomes.append((task_id.decode(), ok, value))
+        for i, message in enumerate(messages):
+            if i == 0 and ahead is not None:
+                outcomes.append((ahead.task_id, ahead.ok, ahead.value))  # parsed already
+            else:
+                outcomes.append(_parse_result(message))
         fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
+        if ahead is not None and ahead.task_id in fresh:
+            if ahead.counted is None:
+                self._backend.flush()  # its reply is not read yet (the read behind it failed)
+            if ahead.counted:  # counted on its own (else refused, so not run: counted below)
+                del fresh[ahead.task_id]
+            if ahead.lost:
+                _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
+                           "failed: the connection was lost with the reply", self._name, executor=self._name,
+                           prefix=self._prefix, error="reply lost")
         done = sum(fresh.values())
         pipe = self._backend.client().pipeline(transaction=False)
         if done:

@@ -79,14 +79,18 @@ class _Sender:
         self._thread: threading.Thread | None = None
 
     def start(self, executor_id: str) -> None:
-        """Start the sender thread."""
+        """Start the sender thread (none before: see ``enqueue``)."""
         self._thread = threading.Thread(target=self._send, name=f"pressure-submit-{executor_id}",
                                         daemon=True)
         self._thread.start()
 
-    def enqueue(self, entry: _Outgoing) -> None:
-        """A submitted task, to send after those waiting."""
+    def enqueue(self, entry: _Outgoing, executor_id: str) -> None:
+        """A submitted task, to send after those waiting. The sender thread starts with the
+        first task it has to send: the first task of an executor goes out from the submitting
+        thread (``send_now``), so its cold start does not wait for a thread it does not use."""
         with self._ready:
+            if self._thread is None:
+                self.start(executor_id)  # (it waits for _ready before it looks at the outbox)
             self._outbox.append(entry)
             self._unsent[entry.task.id] = entry
             self._ready.notify()
@@ -130,7 +134,7 @@ class _Sender:
     def send_now(self, entry: _Outgoing) -> bool:
         """Send one task from the submitting thread, before the sender thread exists (the
         first task, while the workers just forked start up): it is in Redis when they first
-        look (it used to wait for the sender thread, started last). Never waits for room or
+        look (it used to wait for the sender thread, which now starts with the next task). Never waits for room or
         for Redis: False if the task is for the sender thread after all (Redis unreachable,
         the queue full or busy, closed or gone: it retries and reports); True if it went in,
         or failed for good (its future says so)."""
@@ -142,7 +146,11 @@ class _Sender:
             return True
         [(put, _)] = link.put_many_calls([entry.task], [payload])
         try:
-            marked, reply = link.pipeline([(SUBMIT.command(self._keys, more=1), [entry.task.id]), put])
+            # on the connection the executor's constructor opened: this thread sends only this
+            # (later tasks go from the sender thread), so a connection of its own would cost a
+            # connect and a handshake while the workers start up
+            marked, reply = link.pipeline([(SUBMIT.command(self._keys, more=1), [entry.task.id]), put],
+                                          pooled=True)
         except OutcomeUnknown:
             entry.maybe_sent = True
             return False
