@@ -77,7 +77,8 @@ ALIVE_FOR = 5.0
 _POLL = 0.5
 #: The longest a new worker's first heartbeat (and its first sweep of the task queue) waits
 #: for the worker's first replies to go out: a worker starting up spends its CPU and its
-#: round trips on its first task, not on a second connection.
+#: round trips on its first task, not on a second connection. A worker that stops first (told
+#: to stop before it ran a task) ends that wait: its stop never waits for it.
 FIRST_BEAT = 0.25
 #: While stopping, how often a pool wakes the worker waiting for a task again.
 _WAKE_AGAIN = 0.02
@@ -205,8 +206,10 @@ class _Worker:
         self.lock = threading.Lock()
         #: set as the main loop ends (for whatever reason): the heartbeat ends too
         self.ending = threading.Event()
-        #: set once the worker's first replies have gone out (the heartbeat starts then)
-        self.warm = threading.Event()
+        #: set once the worker's first replies have gone out, or as it ends: the heartbeat's
+        #: first beat waits for it (FIRST_BEAT at most), and every wait of the heartbeat must
+        #: end with the worker, which joins it before it lets its connections go
+        self.first_beat = threading.Event()
         # the first sweep of the task queue is the heartbeat's, after the first task
         self.link.sweep_later()
 
@@ -216,7 +219,11 @@ class _Worker:
         # the first beat waits for the worker's first task to be done (or FIRST_BEAT at most);
         # then it sweeps the task queue once, as the worker's first get would have: deliveries
         # of dead workers on this host, and those whose visibility timeout passed, come back
-        self.warm.wait(FIRST_BEAT)
+        self.first_beat.wait(FIRST_BEAT)
+        if self.ending.is_set():
+            # the worker ended first (told to stop before it ran a task, say): nothing recorded
+            # alive yet, and what it holds it settles or gives back itself, after this ends
+            return
         with contextlib.suppress(redis.RedisError, PressureError):
             self.link.sweep()
         client = Backend(self.where.config).route(self.keys.claims, f"executor {self.where.name!r}").client()
@@ -350,7 +357,7 @@ class _Worker:
             with self.lock:
                 self.done[:0] = done
             raise
-        self.warm.set()
+        self.first_beat.set()
         if forget:
             for delivery, _ in done:
                 self.link.forget(delivery)
@@ -448,6 +455,7 @@ class _Worker:
                     self._try_finish()  # a long task's result goes out at once
         finally:
             self.ending.set()
+            self.first_beat.set()  # a heartbeat still waiting for its first beat ends now
             beat.join(HEARTBEAT)  # it ends within a round trip: then the connections can go
             with self.lock:
                 held, self.held = list(self.held), collections.deque()
