@@ -268,3 +268,68 @@ def test_a_lone_result_is_counted_with_the_read_behind_it(
         assert ex.statistics().done == 1 and ex.statistics().failed == 1
     assert seen == [b"1"]
     assert "count results" not in calls
+
+
+def test_a_worker_that_never_ran_a_task_ends_with_its_heartbeat_when_woken(
+        url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new worker's heartbeat makes its first beat once the worker's first replies are out
+    (or after FIRST_BEAT): a worker told to stop before it ran a task has a heartbeat still
+    waiting for that. The worker stopped when woken, then waited for its heartbeat
+    (``beat.join``) until FIRST_BEAT ended: an idle shutdown took 0.25 s whenever a worker had
+    not run a task yet. With every wait made an hour long, both workers (neither runs a task)
+    and their heartbeats end only if the heartbeat's first wait ends with the worker."""
+    monkeypatch.setattr(worker, "_POLL", HOUR)
+    monkeypatch.setattr(worker, "FIRST_BEAT", HOUR)
+    beats: list[threading.Thread] = []
+    heartbeat = worker._Worker.heartbeat
+
+    def recorded_heartbeat(self: worker._Worker) -> None:
+        beats.append(threading.current_thread())
+        heartbeat(self)
+
+    monkeypatch.setattr(worker._Worker, "heartbeat", recorded_heartbeat)
+    name = "cold"
+    stop = threading.Event()
+    where = WorkerConfig(name, ConnectionConfig.resolve(url), prefix, 30.0)
+    threads = [threading.Thread(target=run_worker, args=(where, stop.is_set), daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    r = redis.Redis.from_url(url)
+    tasks = ExecutorKeys.build(prefix, name).tasks
+    wait_for(lambda: _waiter(r, prefix, tasks), bool)
+    wait_for(lambda: len(beats), lambda n: n == 2)  # both heartbeats wait for their first beat
+    stop.set()
+    queue = attach(pressure.Queue, tasks, ConnectionConfig.resolve(url), prefix=prefix, reliable=True,
+                   create=False)
+    wait_for(lambda: (internal(queue).wake_waiter(), not any(t.is_alive() for t in threads + beats))[1], bool)
+    assert not r.hlen(ExecutorKeys.build(prefix, name).workers)  # neither recorded itself alive
+    queue.disconnect()
+    r.close()
+
+
+def test_shutdown_does_not_wait_for_the_first_beat_of_a_worker_that_ran_no_task(
+        url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One task, two local workers: one of them runs no task, and its heartbeat still waits
+    for its first beat at shutdown. Every wait is an hour long, the bound on joining a
+    heartbeat (HEARTBEAT) too: shutdown ends only if that worker's heartbeat ends with it."""
+    from pressure.executor import _core
+
+    for module, constant in ((worker, "_POLL"), (worker, "FIRST_BEAT"), (worker, "HEARTBEAT"), (_core, "_POLL")):
+        monkeypatch.setattr(module, constant, HOUR)  # inherited by the forked workers
+    ex = pressure.Executor(url=url, prefix=prefix, max_workers=2, local_workers=True)
+    pool = ex._core._pool
+    try:
+        assert ex.submit(abs, -1).result(timeout=SOON) == 1
+        pool = ex._core._pool
+        assert pool is not None
+        if pool.context.get_start_method() != "fork":
+            pytest.skip("the patched waits reach only forked workers")
+    finally:
+        done = threading.Event()
+        threading.Thread(target=lambda: (ex.shutdown(wait=True), done.set()), daemon=True).start()
+        finished = done.wait(SOON)
+        for p in pool.procs if pool is not None else ():
+            if p.is_alive():
+                os.kill(p.pid, 9)
+    assert finished
+    assert [p.exitcode for p in pool.procs] == [0, 0]
