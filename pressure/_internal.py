@@ -82,6 +82,19 @@ class Internal(Generic[T]):
         """Create the queue with bound ``maxsize``, or check the stored bound (QueueExistsError)."""
         self._queue._create(maxsize)
 
+    def create_call(self, maxsize: int | None = None) -> Call:
+        """``create(maxsize)`` as a call for ``pipeline``: it shares a round trip with other
+        commands; pass its reply to ``created``."""
+        return self._queue._create_call(maxsize)
+
+    def created(self, reply: Any, maxsize: int | None = None) -> None:
+        """Check the reply of ``create_call``'s call, as ``create`` does (an error reply raised
+        as the PressureError it means); a Delete running meanwhile: ``create`` (which waits)."""
+        if isinstance(reply, redis.RedisError):
+            self.raise_error(reply, "script create")
+        if not self._queue._created(reply, maxsize):
+            self._queue._create(maxsize)
+
     # -- consuming --------------------------------------------------------------------
 
     def consumer_id(self) -> str:

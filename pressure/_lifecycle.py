@@ -27,7 +27,7 @@ from ._scripts import (
     QueueScript,
 )
 from ._validate import Options
-from .connection import Backend
+from .connection import Backend, PackedScript
 from .errors import PressureError, QueueDoesNotExist, QueueExistsError
 from .keys import QueueKeys
 from .signing import resolve_authkey
@@ -80,6 +80,7 @@ class Lifecycle(Generic[T]):
     _name: str
     _prefix: str
     _keys: QueueKeys
+    _variant: str
     _backend: Backend
     _options: Options
     _consumer: _Consumer[T]
@@ -148,29 +149,44 @@ class Lifecycle(Generic[T]):
     # -- create-or-attach -----------------------------------------------------------
 
     def _create(self, maxsize: int | None) -> None:
-        k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
-            status, stored = self._call(CREATE, 0 if maxsize is None else maxsize, self._KIND,
-                                        k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-            if status == CreateStatus.OTHER_KIND:
-                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-                raise QueueExistsError(
-                    f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
-                )
-            if status != CreateStatus.DELETING:
-                break
+            _, tail = self._create_call(maxsize)
+            if self._created(self._call(CREATE, *tail), maxsize):
+                return
             if time.monotonic() > deadline:
                 raise PressureError(
                     f"queue {self._name!r} is being deleted, or an interrupted delete left "
                     f"its keys behind: cannot create it now"
                 )
             time.sleep(0.02)
+
+    def _create_call(self, maxsize: int | None) -> tuple[PackedScript, list[bytes | str | int]]:
+        """create.lua for this queue as a call for ``Backend.pipeline`` (so a create can share
+        a round trip with other commands); ``_created`` checks its reply."""
+        k = self._keys
+        return (CREATE.command(k, variant=self._variant),
+                [0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
+                 k.held_prefix, k.logs])
+
+    def _created(self, reply: Any, maxsize: int | None) -> bool:
+        """Check create.lua's reply: False if a Delete is running or was interrupted (create
+        again, a little later: ``_create`` waits for it); QueueExistsError if the queue is of
+        another kind or bound."""
+        status, stored = reply
+        if status == CreateStatus.OTHER_KIND:
+            kind = stored.decode() if isinstance(stored, bytes) else str(stored)
+            raise QueueExistsError(
+                f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
+            )
+        if status == CreateStatus.DELETING:
+            return False
         bound = self._parse_bound(stored)
         if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
             raise QueueExistsError(
                 f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
             )
+        return True
 
     def _attach(self, maxsize: int | None) -> None:
         """``create=False``: the queue must exist already (of this kind, and with ``maxsize``

@@ -154,10 +154,13 @@ class Backend(Wire):
         return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
-                 pooled: bool = False) -> list[Any]:
+                 pooled: bool = False, after: Sequence[bytes] = ()) -> list[Any]:
         """Run several packed scripts in one round trip on this thread's connection, in order
         (``pooled``: on a connection of the client's pool, as ``run``: for a thread that sends
-        once, which then opens no connection of its own).
+        once, which then opens no connection of its own). ``after``: plain commands
+        (``pack_command``) sent behind the calls in the same write, their replies after the
+        calls' (they are sent again with the calls only if the server refused everything for
+        now: they must be harmless to repeat).
 
         Returns one reply per call; a script's error reply is returned as the exception
         object (the others still ran). Scripts not known to be loaded on the server are
@@ -187,9 +190,10 @@ class Backend(Wire):
 
         def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
             loads = list(dict.fromkeys(command.name for command, _ in calls if command.name not in self._loaded))
-            replies = self._pipeline_once(conn, calls, what, loads)
+            replies = self._pipeline_once(conn, calls, what, loads, after)
             if replies and all(map(refused_for_now, replies)):
                 raise _RetryLater(replies[0])
+            replies, tail = replies[:len(calls)], replies[len(calls):]
             missing = [i for i, reply in enumerate(replies)
                        if isinstance(reply, redis.exceptions.NoScriptError)]
             if missing:
@@ -199,20 +203,21 @@ class Backend(Wire):
                 again = self._pipeline_once(conn, [calls[i] for i in missing], what)
                 for i, reply in zip(missing, again):
                     replies[i] = reply
-            return replies
+            return replies + tail
 
         return self._until_served(what, attempt)
 
     def _pipeline_once(self, conn: redis.connection.AbstractConnection,
                        calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], what: str,
-                       loads: Sequence[str] = ()) -> list[Any]:
-        """Send ``calls`` in one write, behind a SCRIPT LOAD of each script in ``loads``; the
-        calls' replies (a load's reply only tells whether its script is loaded now: if it
-        failed, the calls of that script answer NOSCRIPT, or ran if it was there already)."""
+                       loads: Sequence[str] = (), after: Sequence[bytes] = ()) -> list[Any]:
+        """Send ``calls`` in one write, behind a SCRIPT LOAD of each script in ``loads`` and
+        ahead of the plain commands ``after``; the replies of the calls and then of ``after``
+        (a load's reply only tells whether its script is loaded now: if it failed, the calls
+        of that script answer NOSCRIPT, or ran if it was there already)."""
         self._send(conn, [b"".join([*map(_load_command, loads),
-                                    *(command.pack(tail) for command, tail in calls)])], what)
+                                    *(command.pack(tail) for command, tail in calls), *after])], what)
         replies: list[Any] = []
-        for _ in range(len(loads) + len(calls)):
+        for _ in range(len(loads) + len(calls) + len(after)):
             if replies and refused_for_now(replies[-1]) and _dropped_with(replies[-1]):
                 replies.append(replies[-1])  # READONLY: the calls behind it met the same replica
             elif replies and _dropped_with(replies[-1]):

@@ -222,6 +222,69 @@ def test_the_first_task_goes_out_on_the_constructors_connection(
         ex.shutdown(cancel_futures=True)
 
 
+def _count_writes(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
+    """Every write to Redis from now on (a round trip each, for code that reads before it
+    writes again; a new connection's HELLO is one), by the thread that made it."""
+    writes: list[threading.Thread] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        writes.append(threading.current_thread())
+        send(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+    return writes
+
+
+def test_the_constructor_makes_one_round_trip(
+        url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The constructor creates the task queue and the result queue and clears an earlier run's
+    broken flag in one round trip after its connection's handshake (it made three), and the
+    queues are there, as before."""
+    r.set(f"{prefix}:one:executor:broken", "an earlier run's")
+    pressure.Executor("warm", url=url, prefix=prefix, max_workers=1, local_workers=False).shutdown()
+    writes = _count_writes(monkeypatch)
+    ex = pressure.Executor("one", url=url, prefix=prefix, max_workers=1, local_workers=False)
+    try:
+        assert len(writes) == 2  # HELLO, then the creates and the DEL together
+        assert r.get(f"{prefix}:one:executor:broken") is None
+        assert ex._core._tasks.exists and ex._core._results.exists
+        with WorkerPool("one", url=url, prefix=prefix, processes=1):
+            assert ex.submit(pow, 2, 5).result(timeout=SOON) == 32
+    finally:
+        ex.shutdown(cancel_futures=True)
+
+
+def test_a_failed_create_leaves_no_result_queue(url: str, prefix: str, r: redis.Redis) -> None:
+    """A task queue that cannot be created (a key of the wrong type where it would be) fails
+    the constructor, as before, and the result queue created in the same round trip goes
+    again: nothing is left of it in Redis."""
+    r.hset(f"{prefix}:other:tasks:bound", "not", "a bound")
+    with pytest.raises(pressure.PressureError):
+        pressure.Executor("other", url=url, prefix=prefix, max_workers=1, local_workers=False)
+    assert r.keys(f"{prefix}:other:results*") == []
+
+
+def test_a_worker_takes_its_first_task_on_one_connection(url: str, prefix: str, r: redis.Redis) -> None:
+    """A worker checks (or creates) the task queue on its own thread's connection, the one its
+    gets go on: none of its backend's pool is opened before its first task (it opened one for
+    the check, and a second for the get)."""
+    where = WorkerConfig("conn", ConnectionConfig.resolve(url), prefix, 30.0)
+    w = worker._Worker(where, lambda: False)
+    try:
+        tasks = attach(pressure.Queue, ExecutorKeys.build(prefix, "conn").tasks, where.config, prefix=prefix,
+                       reliable=True, create=False)
+        assert tasks.exists  # it created the queue
+        tasks.put(worker.Task("t-1", "nowhere", 1, b""))
+        w.fetch()
+        assert [d.item.id for d in w.held] == ["t-1"]
+        pool = w.backend.client().connection_pool
+        assert pool._created_connections == 0  # type: ignore[attr-defined]
+        assert w.backend.thread_connection()._sock is not None  # type: ignore[attr-defined]
+    finally:
+        w.backend.disconnect()
+
+
 def test_the_sender_thread_starts_with_the_first_task_it_sends(
         url: str, prefix: str, r: redis.Redis) -> None:
     """The first task goes out from the submitting thread: the sender thread starts with the

@@ -7,6 +7,7 @@ and the futures it hands out.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import logging
@@ -185,17 +186,16 @@ class _Core:
         self._max_attempts = max_attempts
         self._visibility_timeout = visibility_timeout
         self._local_workers = local_workers
+        # both queues are created below, in one round trip: one backend, one set of connections
         self._tasks: Queue[Task] = attach(
             Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
             visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey,
-            backend=self._backend)  # one backend, so one set of connections, for both queues
-        if max_pending is not None and self._tasks.maxsize != max_pending:
-            self._tasks.maxsize = max_pending
+            backend=self._backend, create=False)
         self._bounded = max_pending is not None and max_pending > 0
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = attach(
             Queue, self._keys.results_prefix + self._id, config, prefix=self._prefix, serializer="bytes",
-            authkey=authkey, backend=self._backend)
+            authkey=authkey, backend=self._backend, create=False)
         self._futures: dict[str, _TaskFuture] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -208,19 +208,41 @@ class _Core:
         self._pool: WorkerPool | None = None
         self._sender = _Sender(self._name, self._tasks, self._keys, self._futures,
                                outage_limit, lambda: self._cleaned, self._break)
-        client = self._backend.client()
-        client.delete(self._keys.broken)  # a failure of an earlier run is not ours
+        # a failure of an earlier run is not ours
+        setup = [pack_command("DEL", self._keys.broken)]
         if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
-            client.set(self._keys.signed, key_id(authkey[0]).hex())
+            setup.append(pack_command("SET", self._keys.signed, key_id(authkey[0]).hex()))
         if initializer is not None:
             try:
                 blob = pickle.dumps((initializer, initargs))
                 if authkey:  # workers elsewhere load it: signed as the tasks are
                     blob = Signer(authkey, self._keys.config).sign(blob)
-                client.set(self._keys.config, blob)
+                setup.append(pack_command("SET", self._keys.config, blob))
             except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
                 pass  # local workers get it directly; workers elsewhere cannot
+        self._setup(setup)
+        if max_pending is not None and self._tasks.maxsize != max_pending:
+            self._tasks.maxsize = max_pending
         _cores.add(self)
+
+    def _setup(self, setup: list[bytes]) -> None:
+        """Create both queues and run the ``setup`` commands (plain, harmless to repeat), in one
+        round trip on a connection of the backend's pool (the first task goes on it too: see
+        _Sender.send_now). If the task queue cannot be created (of another kind, say), the
+        result queue made with it goes again."""
+        tasks, results = internal(self._tasks), internal(self._results)
+        created, made, *replies = self._backend.pipeline(
+            [tasks.create_call(), results.create_call()], pooled=True, after=setup)
+        try:
+            results.created(made)
+            tasks.created(created)
+        except BaseException:
+            with contextlib.suppress(PressureError):
+                self._results.delete()
+            raise
+        for reply in replies:
+            if isinstance(reply, redis.RedisError):
+                self._backend.raise_error(reply, "executor setup", True)
 
     # -- submitting ---------------------------------------------------------------
 

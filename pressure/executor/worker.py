@@ -185,10 +185,15 @@ class _Worker:
         self.tasks: Queue[Task] = attach(
             Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
             visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend,
-            authkey=where.authkey)
+            authkey=where.authkey, create=False)
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         # the consumer this (main) thread receives tasks as: its in-flight list holds them
         self.link = internal(self.tasks)
+        # created if need be (a worker may start before its executor) on this thread's own
+        # connection, the one its gets and replies go on: the first task is one connect and
+        # handshake away, not two (a create on a pooled connection opened one more)
+        [created] = self.link.pipeline([self.link.create_call()])
+        self.link.created(created)
         self.consumer = self.link.consumer_id()
         self.inflight = self.tasks.keys.inflight(self.consumer)
         k = self.keys
