@@ -285,6 +285,22 @@ def test_a_worker_takes_its_first_task_on_one_connection(url: str, prefix: str, 
         w.backend.disconnect()
 
 
+def test_forked_workers_inherit_their_scripts_text_and_hash(url: str, prefix: str) -> None:
+    """A pool that forks reads and hashes its workers' scripts once, before it forks: each
+    worker does not read and hash them again on its way to its first task."""
+    from pressure import _packing
+    _packing._script_source.cache_clear()
+    _packing._script_sha.cache_clear()
+    pool = WorkerPool("inherit", url=url, prefix=prefix, processes=1,
+                      mp_context=__import__("multiprocessing").get_context("fork"))
+    pool.start()
+    pool.stop()
+    hits = _packing._script_sha.cache_info().hits
+    for name in ("create", "get", "claim", "settle", "put"):
+        _packing._script_sha(name)
+    assert _packing._script_sha.cache_info().hits == hits + 5
+
+
 def test_the_sender_thread_starts_with_the_first_task_it_sends(
         url: str, prefix: str, r: redis.Redis) -> None:
     """The first task goes out from the submitting thread: the sender thread starts with the

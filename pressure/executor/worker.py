@@ -56,9 +56,9 @@ import redis
 
 from .. import identity
 from .._internal import attach, internal
-from .._scripts import CLAIM, SETTLE, ClaimStatus, PutStatus
+from .._scripts import CLAIM, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
-from ..connection import Backend, ConnectionConfig, PackedScript
+from ..connection import Backend, ConnectionConfig, PackedScript, _load_command, _script_sha
 from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
@@ -630,6 +630,12 @@ class WorkerPool:
         return proc
 
     def start(self) -> WorkerPool:
+        if self.context.get_start_method() == "fork":
+            # the scripts of a worker's way to its first reply (it loads them as it calls them
+            # first): read, hashed and encoded once here, inherited by every forked worker
+            for script in (CREATE, GET, CLAIM, SETTLE, PUT):
+                _script_sha(script.name)
+                _load_command(script.name)
         self.procs = [self._spawn() for _ in range(self.processes)]
         _log.event(logger, logging.INFO, "pool_start", "%d workers for executor %r started", self.processes,
                    self.where.name, executor=self.where.name, prefix=self.where.prefix,
