@@ -21,7 +21,7 @@ from ._scripts import (FIND_ITEM, JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, Fi
                        QueueScript, RepairStatus)
 from ._records import DeadLetter, InFlight, RepairReport, TaskInfo, _held_entries, _parse_entry
 from ._validate import Options, _count, _delay_ms
-from .connection import Backend, PackedScript
+from .connection import Backend, PackedScript, refused_for_now
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
 from .keys import QueueKeys
 
@@ -367,8 +367,13 @@ class Reliability(Generic[T]):
                 return
             if isinstance(reply, redis.exceptions.NoScriptError):
                 backend._loaded.discard(name)
-            if isinstance(reply, redis.RedisError):  # an error reply: it did not run
-                consumer.counts_owed.append(None)
+            if isinstance(reply, redis.exceptions.NoScriptError) or refused_for_now(reply):
+                consumer.counts_owed.append(None)  # it did not run: counted again
+            elif isinstance(reply, redis.RedisError):  # the script failed (what it did stays done)
+                try:
+                    backend.raise_error(reply, "task_done()", True)
+                except Exception as exc:  # noqa: BLE001 - the error it stands for, raised later
+                    consumer.ack_errors.append(exc)
             else:  # LOST
                 consumer.ack_errors.append(OutcomeUnknown(
                     f"task_done() on {where}: the connection was lost with its reply: it may or "
