@@ -93,6 +93,15 @@ class _Consumer(Generic[T]):
         #: cancel must not take them for entries never received), as the owed ones are
         self.posted: list[Delivery[T]] = []
         self.ack_errors: list[Exception | None] = []
+        #: default mode: one token per item this handle's gets returned and no task_done()
+        #: has answered yet (a deque: appends and pops are atomic across threads); a
+        #: task_done() that takes one posts its count (see Reliability.task_done)
+        self.owing: collections.deque[None] = collections.deque()
+        #: default mode: posted task_done() counts that did not run (refused, NOSCRIPT):
+        #: counted again by the next call
+        self.counts_owed: collections.deque[None] = collections.deque()
+        #: default mode: posted task_done() counts whose reply has not been read yet
+        self.counting: collections.deque[None] = collections.deque()
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
         self.waited = True

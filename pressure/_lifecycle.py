@@ -264,7 +264,9 @@ class Lifecycle(Generic[T]):
     def disconnect(self) -> None:
         """Close this handle's connections (the queue itself is untouched; never closes a
         ``connection`` passed in). The handle reconnects if used again."""
-        if self._options.reliable and (self._consumer.owed or self._backend._thread.unread):
+        consumer = self._consumer
+        if consumer.owed or consumer.counts_owed or (self._backend._thread.unread and (
+                self._options.reliable or consumer.counting)):
             try:  # task_done()s posted: their replies, and what must be sent again
                 self._settle_owed(flush=True)
             except PressureError as exc:  # in flight still: redelivered, never lost

@@ -503,7 +503,8 @@ class Wire(Routing):
                 self._bulk_limit = None  # read it again: it may have been lowered
                 raise BackendError(f"{what} on {where}: the server refused the command as larger than "
                                    f"it accepts (its proto-max-bulk-len): {text}") from exc
-            if text.startswith("The user executing the script can't"):
+            # (Redis up to 7.0; Redis 7.2+, 8 and Valkey say "ACL failure in script: ...")
+            if text.startswith(("The user executing the script can't", "ACL failure in script")):
                 raise PermissionDenied(f"{what} on {where}: the server's ACL refused a command of the "
                                        f"script (what it did before that stays done): {text}") from exc
             if "WRONGTYPE" in text or text.startswith("PRESSURE") or "PRESSURE " in text:

@@ -16,8 +16,8 @@ settings; give it ``retry=Retry(NoBackoff(), 0)`` for the same guarantee.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import redis
 
@@ -59,6 +59,8 @@ def _load_command(name: str) -> bytes:
     return pack_command("SCRIPT", "LOAD", _script_source(name))
 
 
+_R = TypeVar("_R")
+
 #: Redis's default ``proto-max-bulk-len``, assumed where CONFIG GET is refused.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 #: The smallest ``proto-max-bulk-len`` Redis accepts: a shorter argument never needs the check.
@@ -78,20 +80,25 @@ class Backend(Wire):
         it), translating errors."""
         what = f"script {name}"
 
-        def attempt() -> Any:
-            pool = self.client().connection_pool
-            conn = self._pool_connection(pool, what)
-            try:
-                data = conn.pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
-                return self._call_script(conn, name, data, what, mutating)
-            except BaseException as exc:
-                if not isinstance(exc, (PressureError, _RetryLater)):
-                    conn.disconnect()  # e.g. interrupted between the send and the read
-                raise
-            finally:
-                pool.release(conn)
+        def attempt_on(conn: redis.connection.AbstractConnection) -> Any:
+            data = conn.pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
+            return self._call_script(conn, name, data, what, mutating)
 
-        return self._until_served(what, attempt)
+        return self._until_served(what, lambda: self._on_pool_connection(what, attempt_on))
+
+    def _on_pool_connection(self, what: str, use: Callable[[redis.connection.AbstractConnection], _R]) -> _R:
+        """``use`` a connection of the client's pool, given back after (disconnected first if
+        ``use`` was interrupted between a send and its read)."""
+        pool = self.client().connection_pool
+        conn = self._pool_connection(pool, what)
+        try:
+            return use(conn)
+        except BaseException as exc:
+            if not isinstance(exc, (PressureError, _RetryLater)):
+                conn.disconnect()  # e.g. interrupted between the send and the read
+            raise
+        finally:
+            pool.release(conn)
 
     def _call_script(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
                      what: str, mutating: bool) -> Any:
@@ -177,16 +184,7 @@ class Backend(Wire):
         def attempt() -> list[Any]:
             if not pooled:
                 return attempt_on(self.thread_connection())
-            pool = self.client().connection_pool
-            conn = self._pool_connection(pool, what)
-            try:
-                return attempt_on(conn)
-            except BaseException as exc:
-                if not isinstance(exc, (PressureError, _RetryLater)):
-                    conn.disconnect()  # e.g. interrupted between the send and the read
-                raise
-            finally:
-                pool.release(conn)
+            return self._on_pool_connection(what, attempt_on)
 
         def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
             loads = list(dict.fromkeys(command.name for command, _ in calls if command.name not in self._loaded))

@@ -54,6 +54,7 @@ only. pressure's own layers (executor, Spark) drive a handle through ``_internal
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import multiprocessing.util
 import numbers
 import uuid
@@ -428,6 +429,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
                 if max_items > 1:
                     got += self._more_after_first(consumer.many, max_items - 1) or []
             return [delivery.item for delivery in got]
+        self._settle_owed()
         items = consumer.batch(max_items)
         if not items:
             first = consumer.receive(block, timeout)  # kept in flight until the batch is in hand
@@ -437,9 +439,11 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
                 if more is None:
                     # what the lost reply took waits in our lists, with the first item, for our
                     # next get's cancel to sort out: dropping them now would lose it
+                    consumer.owing.append(None)
                     return items
                 items += more
         consumer.drop_received(consumer.id())
+        consumer.owing.extend(itertools.repeat(None, len(items)))  # their task_done()s may post
         return items
 
     def _more_after_first(self, take: Callable[[int], list[Any]], n: int) -> list[Any] | None:
@@ -466,11 +470,11 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         ``Delivery.ack()`` (or ``release()``, or its visibility timeout passes,
         or this consumer dies). In the default mode it is acknowledged at once.
         """
-        if self._options.reliable:
-            self._settle_owed()  # what the last task_done() posted, if its reply said so
+        self._settle_owed()  # what the last task_done() posted, if its reply said so
         delivery = self._consumer.receive(block, timeout)
         if not self._options.reliable:
             self._consumer.drop_received(delivery.consumer)
+            self._consumer.owing.append(None)  # its task_done() may post its count
         return delivery
 
     # -- iteration --------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ._scripts import (FIND_ITEM, JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, Fi
                        QueueScript, RepairStatus)
 from ._records import DeadLetter, InFlight, RepairReport, TaskInfo, _held_entries, _parse_entry
 from ._validate import Options, _count, _delay_ms
-from .connection import Backend, PackedScript
+from .connection import Backend, PackedScript, refused_for_now
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
 from .keys import QueueKeys
 
@@ -238,6 +238,18 @@ class Reliability(Generic[T]):
         consumer = self._consumer
         if flush:
             self._backend.flush()
+        while consumer.counts_owed:  # the default mode's posted counts that did not run
+            try:
+                consumer.counts_owed.popleft()
+            except IndexError:  # another thread of this handle took the last one
+                break
+            try:
+                self._count_done()
+            except OutcomeUnknown:
+                raise  # it may have run: not owed any more
+            except BackendError:  # it did not run: owed still
+                consumer.counts_owed.appendleft(None)
+                raise
         while consumer.owed:
             try:
                 delivery = consumer.owed.pop(0)
@@ -283,8 +295,8 @@ class Reliability(Generic[T]):
         that same delivery's count, never a second one.
         """
         unacked = self._consumer.unacked
+        self._settle_owed()
         if self._options.reliable:
-            self._settle_owed()
             try:  # the oldest delivery: this call's alone (threads share the handle's deque)
                 delivery = unacked.popleft()
             except IndexError:
@@ -301,12 +313,74 @@ class Reliability(Generic[T]):
                     unacked.appendleft(delivery)  # still first in line: task_done() again is exact
                     raise
                 return
+        # the default mode: a task_done() for an item this handle's gets returned posts its
+        # count (no round trip of its own, as in reliable mode); one for none (a call too
+        # many, or another handle's item) waits for its reply, so that the ValueError of a
+        # call too many comes from the call itself, as with queue.Queue
+        owing = self._consumer.owing
+        try:
+            owing.popleft()
+        except IndexError:
+            self._count_done()
+            return
+        if self._options.durability is None and self._backend.is_loaded(self._ack_command.name):
+            self._post_count()
+            return
+        try:
+            self._count_done()
+        except (ValueError, QueueDoesNotExist):
+            raise  # answered
+        except BaseException:
+            owing.appendleft(None)
+            raise
+
+    def _count_done(self) -> None:
+        """task_done() without a delivery: count one task done (ack.lua '-'), waiting for it."""
         _, unfinished = self._backend.script(
             self._ack_command, (self._keys.inflight(self._consumer.id()), "-", "1"))
         if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
         if unfinished == AckStatus.NO_QUEUE:
             raise self._missing()
+
+    def _post_count(self) -> None:
+        """``_count_done`` without waiting: the call goes with this thread's next command, and
+        what its reply says is dealt with by ``_settle_owed`` at this handle's next call: an
+        error is raised there; a count that did not run (refused, NOSCRIPT) is sent again
+        there; one whose reply was lost with the connection (it may or may not have run) is
+        OutcomeUnknown there, as a task_done() that waited would have raised."""
+        consumer = self._consumer
+        backend = self._backend
+        name = self._ack_command.name
+        where = backend.config.url
+
+        def check(reply: Any) -> None:  # called in the middle of another command: no I/O
+            try:
+                consumer.counting.popleft()
+            except IndexError:
+                pass
+            if isinstance(reply, list) and len(reply) == 2:
+                if reply[1] == AckStatus.TOO_MANY:
+                    consumer.ack_errors.append(ValueError("task_done() called too many times"))
+                elif reply[1] == AckStatus.NO_QUEUE:
+                    consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+                return
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                backend._loaded.discard(name)
+            if isinstance(reply, redis.exceptions.NoScriptError) or refused_for_now(reply):
+                consumer.counts_owed.append(None)  # it did not run: counted again
+            elif isinstance(reply, redis.RedisError):  # the script failed (what it did stays done)
+                try:
+                    backend.raise_error(reply, "task_done()", True)
+                except Exception as exc:  # noqa: BLE001 - the error it stands for, raised later
+                    consumer.ack_errors.append(exc)
+            else:  # LOST
+                consumer.ack_errors.append(OutcomeUnknown(
+                    f"task_done() on {where}: the connection was lost with its reply: it may or "
+                    f"may not have counted"))
+
+        consumer.counting.append(None)
+        backend.post(self._ack_command.pack((self._keys.inflight(consumer.id()), "-", "1")), check)
 
     @property
     def unfinished_tasks(self) -> int:

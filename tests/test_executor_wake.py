@@ -58,11 +58,10 @@ def test_a_waiting_get_ends_when_woken_and_interrupted(url: str, prefix: str, r:
     assert internal(q).wake_waiter() is False  # nobody waits now
 
 
-def test_an_idle_worker_stops_when_woken(url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before the fix a worker saw the stop only when its 0.5 s wait ended; with that wait
-    made an hour long, it stops only if the wake reaches it."""
-    monkeypatch.setattr(worker, "_POLL", HOUR)
-    name = "idle"
+def _two_idle_workers(url: str, prefix: str, name: str
+                      ) -> tuple[threading.Event, list[threading.Thread], redis.Redis, str]:
+    """Two workers of executor ``name`` in threads of this process, once one of them waits
+    for a task: their stop event, their threads, a client, the task queue's name."""
     stop = threading.Event()
     where = WorkerConfig(name, ConnectionConfig.resolve(url), prefix, 30.0)
     threads = [threading.Thread(target=run_worker, args=(where, stop.is_set), daemon=True) for _ in range(2)]
@@ -71,6 +70,14 @@ def test_an_idle_worker_stops_when_woken(url: str, prefix: str, monkeypatch: pyt
     r = redis.Redis.from_url(url)
     tasks = ExecutorKeys.build(prefix, name).tasks
     wait_for(lambda: _waiter(r, prefix, tasks), bool)
+    return stop, threads, r, tasks
+
+
+def test_an_idle_worker_stops_when_woken(url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the fix a worker saw the stop only when its 0.5 s wait ended; with that wait
+    made an hour long, it stops only if the wake reaches it."""
+    monkeypatch.setattr(worker, "_POLL", HOUR)
+    stop, threads, r, tasks = _two_idle_workers(url, prefix, "idle")
     stop.set()
     queue = attach(pressure.Queue, tasks, ConnectionConfig.resolve(url), prefix=prefix, reliable=True,
                    create=False)
@@ -367,21 +374,13 @@ def test_a_worker_that_never_ran_a_task_ends_with_its_heartbeat_when_woken(
         heartbeat(self)
 
     monkeypatch.setattr(worker._Worker, "heartbeat", recorded_heartbeat)
-    name = "cold"
-    stop = threading.Event()
-    where = WorkerConfig(name, ConnectionConfig.resolve(url), prefix, 30.0)
-    threads = [threading.Thread(target=run_worker, args=(where, stop.is_set), daemon=True) for _ in range(2)]
-    for t in threads:
-        t.start()
-    r = redis.Redis.from_url(url)
-    tasks = ExecutorKeys.build(prefix, name).tasks
-    wait_for(lambda: _waiter(r, prefix, tasks), bool)
+    stop, threads, r, tasks = _two_idle_workers(url, prefix, "cold")
     wait_for(lambda: len(beats), lambda n: n == 2)  # both heartbeats wait for their first beat
     stop.set()
     queue = attach(pressure.Queue, tasks, ConnectionConfig.resolve(url), prefix=prefix, reliable=True,
                    create=False)
     wait_for(lambda: (internal(queue).wake_waiter(), not any(t.is_alive() for t in threads + beats))[1], bool)
-    assert not r.hlen(ExecutorKeys.build(prefix, name).workers)  # neither recorded itself alive
+    assert not r.hlen(ExecutorKeys.build(prefix, "cold").workers)  # neither recorded itself alive
     queue.disconnect()
     r.close()
 

@@ -189,3 +189,95 @@ def test_task_done_for_many_held_deliveries_posts_each_ack_once() -> None:
         assert q.unfinished_tasks == 0 and not q.in_flight()
         q.delete()
         r.close()
+
+
+# -- the default mode: task_done() for an item this handle got posts its count too ----------
+
+def _plain(url: str, prefix: str, name: str = "counts", **kw: Any) -> pressure.Queue[Any]:
+    return pressure.Queue(name, url=url, prefix=prefix, **kw)
+
+
+def test_default_mode_task_done_posts_its_count(url: str, prefix: str, r: redis.Redis) -> None:
+    """get(); task_done() is one round trip per item in the default mode too: the count
+    (ack.lua '-') goes with the next get, and join() sees every one."""
+    q = _plain(url, prefix)
+    _warm(q)
+    for item in ("a", "b"):
+        q.put(item)
+    assert q.get(timeout=SOON) == "a"
+    sends: list[str] = []
+    send = q._backend._send
+
+    def counting_send(conn: Any, data: list[bytes], what: str) -> None:
+        sends.append(what)
+        send(conn, data, what)
+
+    q._backend._send = counting_send  # type: ignore[method-assign]
+    q.task_done()
+    assert sends == []  # no round trip of its own
+    assert q.get(timeout=SOON) == "b"
+    assert sends == ["script get and BLMOVE"]
+    del q._backend._send
+    q.task_done()
+    q.join()  # reads the last posted reply
+    assert q.unfinished_tasks == 0 and _tasks_done(r, q) == 3
+    q.delete()
+
+
+def test_default_mode_task_done_past_zero_raises_at_once_unless_this_handle_got_items(
+        url: str, prefix: str) -> None:
+    """A task_done() for no item this handle got waits for its reply: a call too many raises
+    ValueError itself, as queue.Queue's does. One for an item this handle got posts its
+    count: if another handle counted that item already, the ValueError comes from a later call."""
+    q, other = _plain(url, prefix), _plain(url, prefix)
+    _warm(q)
+    q.put("a")
+    assert q.get(timeout=SOON) == "a"
+    other.task_done()  # another handle counts q's item (allowed, as across threads)
+    with pytest.raises(ValueError, match=r"^task_done\(\) called too many times$"):
+        other.task_done()  # other got nothing: answered at once
+    q.task_done()  # q got "a": posted; the count is 0 already
+    with pytest.raises(ValueError, match=r"^task_done\(\) called too many times$"):
+        _ = q.unfinished_tasks  # the next call that reads the reply raises it
+    assert q.unfinished_tasks == 0
+    q.delete()
+
+
+def test_default_mode_count_refused_with_noscript_is_sent_again(url: str, prefix: str, r: redis.Redis) -> None:
+    q = _plain(url, prefix)
+    _warm(q)
+    for item in ("a", "b"):
+        q.put(item)
+    assert q.get(timeout=SOON) == "a"
+    r.script_flush()
+    q.task_done()  # posted: NOSCRIPT, it did not run
+    assert q.get(timeout=SOON) == "b"
+    q.task_done()  # first counts a's again (it waits), then posts b's
+    q.join()
+    assert q.unfinished_tasks == 0 and _tasks_done(r, q) == 3
+    q.delete()
+
+
+def test_default_mode_count_lost_with_its_connection_is_outcome_unknown(url: str, prefix: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A posted count whose reply was lost with its connection (``LOST``: it may or may not
+    have run; it has no delivery to make it exact) is OutcomeUnknown at the handle's next call,
+    as a task_done() that waited would have raised; one refused (it did not run) is owed."""
+    from pressure._wire import LOST
+
+    q = _plain(url, prefix)
+    _warm(q)
+    q.put_many(["a", "b"])
+    assert q.get_many(2) == ["a", "b"]
+    checks: list[Any] = []
+    monkeypatch.setattr(q._backend, "post", lambda command, check=None: checks.append(check))
+    q.task_done()
+    q.task_done()
+    checks[0](LOST)
+    checks[1](redis.exceptions.ResponseError("READONLY You can't write against a read only replica."))
+    monkeypatch.undo()
+    assert len(q._consumer.counts_owed) == 1  # refused: sent again by the next call
+    with pytest.raises(pressure.OutcomeUnknown, match="may or may not have counted"):
+        q.qsize() if False else q.get(block=False)
+    assert q.unfinished_tasks == 1  # the refused one counted now; the lost one never ran here
+    q.delete()
