@@ -308,27 +308,6 @@ def test_forked_workers_inherit_their_scripts_text_and_hash(url: str, prefix: st
     assert _packing._script_sha.cache_info().hits == hits + 5
 
 
-def test_the_sender_thread_starts_with_the_first_task_it_sends(
-        url: str, prefix: str, r: redis.Redis) -> None:
-    """The first task goes out from the submitting thread: the sender thread starts with the
-    second (a cold start, constructor to first result, does not wait for a thread it does not
-    use), and sends it."""
-    ex = pressure.Executor("lazy", url=url, prefix=prefix, max_workers=1, local_workers=False)
-
-    def senders() -> list[str]:
-        return [t.name for t in threading.enumerate() if t.name == f"pressure-submit-{ex._core._id}"]
-
-    try:
-        futures = [ex.submit(pow, 2, 5)]
-        assert r.llen(f"{prefix}:lazy:tasks") == 1 and senders() == []
-        futures.append(ex.submit(pow, 3, 2))
-        assert len(senders()) == 1
-        with WorkerPool("lazy", url=url, prefix=prefix, processes=1):
-            assert [f.result(timeout=SOON) for f in futures] == [32, 9]
-    finally:
-        ex.shutdown(cancel_futures=True)
-
-
 def test_a_lone_result_is_counted_with_the_read_behind_it(
         url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     """The result thread posts the count of the result it just read (INCRBY) ahead of the read

@@ -272,11 +272,7 @@ class _Core:
             if entry is None:
                 return future
         # the sender thread batches puts (one round trip for many) and rides out outages
-        try:
-            self._sender.enqueue(entry, self._id)
-        except BaseException:  # its thread could not start: the task is not sent
-            self._futures.pop(task_id, None)
-            raise
+        self._sender.enqueue(entry)
         if entry.sent is not None:
             try:  # backpressure: block while the task queue is full (the sender waits for room)
                 entry.sent.wait()
@@ -356,9 +352,8 @@ class _Core:
         they start in a few ms; if Redis cannot say whether workers are alive elsewhere, the
         result thread asks again); then the first task, sent from this thread while they start
         up (one round trip, never waiting: it is there when they first look, instead of
-        waiting for the sender thread); then the result thread (the sender thread starts with
-        the first task it has to send: _Sender.enqueue). Whether ``first`` went (or failed for
-        good): if not, it is for the sender thread."""
+        waiting for the sender thread); then the result and sender threads. Whether ``first``
+        went (or failed for good): if not, it is for the sender thread."""
         deferred = False
         if self._local_workers is not False:
             try:
@@ -370,6 +365,7 @@ class _Core:
         try:
             self._thread = threading.Thread(target=self._collect, args=(deferred,),
                                             name=f"pressure-executor-{self._id}")
+            self._sender.start(self._id)
             self._thread.start()
         except BaseException:
             if first is not None and sent:  # it went out, and submit fails: never run it

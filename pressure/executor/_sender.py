@@ -79,18 +79,14 @@ class _Sender:
         self._thread: threading.Thread | None = None
 
     def start(self, executor_id: str) -> None:
-        """Start the sender thread (none before: see ``enqueue``)."""
+        """Start the sender thread."""
         self._thread = threading.Thread(target=self._send, name=f"pressure-submit-{executor_id}",
                                         daemon=True)
         self._thread.start()
 
-    def enqueue(self, entry: _Outgoing, executor_id: str) -> None:
-        """A submitted task, to send after those waiting. The sender thread starts with the
-        first task it has to send: the first task of an executor goes out from the submitting
-        thread (``send_now``), so its cold start does not wait for a thread it does not use."""
+    def enqueue(self, entry: _Outgoing) -> None:
+        """A submitted task, to send after those waiting."""
         with self._ready:
-            if self._thread is None:
-                self.start(executor_id)  # (it waits for _ready before it looks at the outbox)
             self._outbox.append(entry)
             self._unsent[entry.task.id] = entry
             self._ready.notify()
@@ -134,7 +130,7 @@ class _Sender:
     def send_now(self, entry: _Outgoing) -> bool:
         """Send one task from the submitting thread, before the sender thread exists (the
         first task, while the workers just forked start up): it is in Redis when they first
-        look (it used to wait for the sender thread, which now starts with the next task). Never waits for room or
+        look (it used to wait for the sender thread, started last). Never waits for room or
         for Redis: False if the task is for the sender thread after all (Redis unreachable,
         the queue full or busy, closed or gone: it retries and reports); True if it went in,
         or failed for good (its future says so)."""
