@@ -102,6 +102,18 @@ class Delivery(Generic[T]):
 
 
 
+def _answered(consumer: _Consumer[Any], reply: Any) -> bool:
+    """Whether ``reply``, a posted ack.lua call's, is its answer (it ran); its error, if it
+    says one, is kept for the handle's next call to raise (None: the queue is gone)."""
+    if not (isinstance(reply, list) and len(reply) == 2):
+        return False
+    if reply[1] == AckStatus.TOO_MANY:
+        consumer.ack_errors.append(ValueError("task_done() called too many times"))
+    elif reply[1] == AckStatus.NO_QUEUE:
+        consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+    return True
+
+
 class Reliability(Generic[T]):
     """Settling deliveries, and what is delivered and not settled: a base class of Queue."""
 
@@ -216,11 +228,7 @@ class Reliability(Generic[T]):
                 consumer.posted.remove(delivery)
             except ValueError:
                 pass
-            if isinstance(reply, list) and len(reply) == 2:
-                if reply[1] == AckStatus.TOO_MANY:
-                    consumer.ack_errors.append(ValueError("task_done() called too many times"))
-                elif reply[1] == AckStatus.NO_QUEUE:
-                    consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+            if _answered(consumer, reply):
                 return
             if isinstance(reply, redis.exceptions.NoScriptError):
                 backend._loaded.discard(name)
@@ -359,11 +367,7 @@ class Reliability(Generic[T]):
                 consumer.counting.popleft()
             except IndexError:
                 pass
-            if isinstance(reply, list) and len(reply) == 2:
-                if reply[1] == AckStatus.TOO_MANY:
-                    consumer.ack_errors.append(ValueError("task_done() called too many times"))
-                elif reply[1] == AckStatus.NO_QUEUE:
-                    consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+            if _answered(consumer, reply):
                 return
             if isinstance(reply, redis.exceptions.NoScriptError):
                 backend._loaded.discard(name)
