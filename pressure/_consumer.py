@@ -58,6 +58,10 @@ def _wait_time(slice_: float, deadline: float) -> float:
     return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
 
 
+#: The most default-mode task_done() tokens a handle keeps (see _Consumer.owing).
+OWING_MOST = 10_000
+
+
 class _Consumer(Generic[T]):
     """The consumer state of one queue handle: its lists in Redis (named by ``id()``, one
     set per handle and thread), the deliveries it holds unacknowledged, and the cancels it
@@ -95,8 +99,10 @@ class _Consumer(Generic[T]):
         self.ack_errors: list[Exception | None] = []
         #: default mode: one token per item this handle's gets returned and no task_done()
         #: has answered yet (a deque: appends and pops are atomic across threads); a
-        #: task_done() that takes one posts its count (see Reliability.task_done)
-        self.owing: collections.deque[None] = collections.deque()
+        #: task_done() that takes one posts its count (see Reliability.task_done). Bounded:
+        #: a consumer that never calls task_done() keeps the last OWING_MOST only (a
+        #: task_done() finding none waits for its reply, as before)
+        self.owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
         #: default mode: posted task_done() counts that did not run (refused, NOSCRIPT):
         #: counted again by the next call
         self.counts_owed: collections.deque[None] = collections.deque()

@@ -281,3 +281,21 @@ def test_default_mode_count_lost_with_its_connection_is_outcome_unknown(url: str
         q.qsize() if False else q.get(block=False)
     assert q.unfinished_tasks == 1  # the refused one counted now; the lost one never ran here
     q.delete()
+
+
+def test_default_mode_tokens_are_bounded_for_a_consumer_that_never_calls_task_done(
+        url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most consumers never call task_done(): the tokens their gets leave are bounded, and a
+    task_done() past them waits for its reply, as before."""
+    from pressure import _consumer
+
+    monkeypatch.setattr(_consumer, "OWING_MOST", 3)
+    q = _plain(url, prefix)
+    q.put_many(list(range(10)))
+    assert q.get_many(10) == list(range(10))
+    assert len(q._consumer.owing) == 3
+    for _ in range(10):
+        q.task_done()
+    q.join()
+    assert q.unfinished_tasks == 0
+    q.delete()
