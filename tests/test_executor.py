@@ -34,6 +34,7 @@ import pytest
 import redis
 
 import pressure
+from pressure._internal import internal
 from pressure.testing import RedisServer
 from pressure.executor.worker import WorkerPool
 from tests import executor_tasks as tasks
@@ -400,6 +401,43 @@ def test_cancel_of_a_pending_task_returns_true_and_it_never_runs(
     gate.open()
     assert after.result(timeout=SOON) == "after"
     assert tasks.read_lines(log) == ["after"]
+
+
+def test_cancel_of_a_task_being_sent_waits_for_the_send_and_it_never_runs(
+        make_executor: Callable[..., pressure.Executor], url: str, prefix: str, log: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel() that finds its task being sent (off the outbox, the round trip that marks
+    and puts it not answered) waits for that round trip, then cancels it in Redis: True, and
+    it never runs. It was False and the task ran (a rare CI failure of
+    test_executor_map_current_future_cancel). The sender's round trip is held here, in the
+    sender thread only; everything else is real."""
+    ex = make_executor("held", local_workers=False)
+    first = ex.submit(tasks.record, log, "first")  # sent by submit itself; the sender thread starts
+    link = internal(ex._core._tasks)
+    held, release = threading.Event(), threading.Event()
+    send = link.pipeline
+
+    def held_send(calls: Any, *, pooled: bool = False) -> list[Any]:
+        if threading.current_thread().name.startswith("pressure-submit-"):
+            held.set()
+            assert release.wait(SOON)
+        return send(calls, pooled=pooled)
+
+    monkeypatch.setattr(link, "pipeline", held_send)
+    doomed = ex.submit(tasks.record, log, "doomed")
+    assert held.wait(SOON)
+    answer: list[bool] = []
+    canceller = threading.Thread(target=lambda: answer.append(doomed.cancel()))
+    canceller.start()
+    canceller.join(0.2)
+    assert canceller.is_alive() and not answer  # waiting for the round trip (it cannot end before)
+    release.set()
+    canceller.join(SOON)
+    assert answer == [True] and doomed.cancelled()
+    with WorkerPool("held", url=url, prefix=prefix, processes=1):
+        last = ex.submit(tasks.record, log, "last")
+        assert (first.result(timeout=SOON), last.result(timeout=SOON)) == ("first", "last")
+    assert tasks.read_lines(log) == ["first", "last"]
 
 
 @pytest.mark.parametrize("kind", ["pool", "pressure"])

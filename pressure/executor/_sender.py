@@ -60,7 +60,11 @@ class _Sender:
     for errors, the claims hash that submit.lua marks), the pending ``futures`` by task id
     (a task that cannot be sent leaves them), ``outage_limit``, ``cleaned`` (whether the core
     is cleaned up: then the thread ends) and ``broken`` (called with a reason if the thread
-    fails). The outbox is touched only under ``_ready``."""
+    fails). The outbox is touched only under ``_ready``.
+
+    A task taken off the outbox is *being sent* (``_sending``) until the round trip that
+    marks and puts it has run: a ``cancel()`` can then neither drop it here nor find it in
+    Redis, so it waits for that round trip (``cancel_unsent``)."""
 
     def __init__(self, name: str, tasks: Queue[Task], keys: ExecutorKeys,
                  futures: dict[str, _TaskFuture], outage_limit: float, cleaned: Callable[[], bool],
@@ -75,7 +79,11 @@ class _Sender:
         # submitted tasks not sent yet, in order; by id, those not being sent right now
         self._outbox: collections.deque[_Outgoing] = collections.deque()
         self._unsent: dict[str, _Outgoing] = {}
-        self._ready = threading.Condition()
+        # ids of the tasks in the round trip being made; ``_marked`` tells when it has run
+        self._sending: set[str] = set()
+        lock = threading.RLock()
+        self._ready = threading.Condition(lock)
+        self._marked = threading.Condition(lock)
         self._thread: threading.Thread | None = None
 
     def start(self, executor_id: str) -> None:
@@ -108,8 +116,14 @@ class _Sender:
             self._unsent.clear()
 
     def cancel_unsent(self, task_id: str) -> bool:
-        """Cancel a task not sent yet (nor being sent, nor maybe sent): True if done."""
+        """Cancel a task not sent yet (nor maybe sent): True if done. A task being sent is
+        waited for first (one round trip): then it is marked in Redis, for the caller to
+        cancel there, or back in the outbox (Redis failed), cancelled here. Never waits in
+        the sender thread itself (a future's callback): that would wait for itself."""
         with self._ready:
+            if threading.current_thread() is not self._thread:
+                while task_id in self._sending:
+                    self._marked.wait()
             entry = self._unsent.get(task_id)
             if entry is not None and not entry.maybe_sent:
                 del self._unsent[task_id]
@@ -201,9 +215,14 @@ class _Sender:
                     self._unsent.pop(entry.task.id, None)
                     if not entry.cancelled:
                         batch.append(entry)
+                        self._sending.add(entry.task.id)
             if not batch:
                 continue
-            rest, error = self._send_batch(batch)
+            try:
+                rest, error = self._send_batch(batch)
+            except BaseException:
+                self._sent()
+                raise
             del batch, entry  # no reference to a future outlives its sending (as_completed frees them)
             if error is None:
                 complaint.succeeded()
@@ -211,6 +230,7 @@ class _Sender:
                 continue
             complaint.failed(error)
             with self._ready:
+                self._sent()  # (it holds the lock until those to send again are back in the outbox)
                 # refused for good (a password, an ACL): no outage to ride out
                 if complaint.failing_for > self._outage_limit or isinstance(error, _REFUSED):  # give up
                     rest += self._outbox
@@ -256,6 +276,7 @@ class _Sender:
                 batch.remove(entry)
                 self._fail(entry, exc)
         if not batch:
+            self._sent()
             return [], None
         ids: list[bytes | str] = [entry.task.id for entry in batch]
         puts = link.put_many_calls([entry.task for entry in batch], payloads)
@@ -269,6 +290,7 @@ class _Sender:
             return batch, exc
         except BackendError as exc:
             return batch, exc
+        self._sent()  # marked in Redis: a cancel() finds them there (even in a patient put below)
         # each task's outcome: None (it went in), put.lua's status, or the error reply
         outcomes: list[Any] = []
         for (_, count), reply in zip(puts, replies):
@@ -305,6 +327,13 @@ class _Sender:
                     if outcome == PutStatus.NO_QUEUE else ShutDown(f"the task queue {self._keys.tasks!r} is shut down")
             self._fail(entry, outcome)
         return [], None
+
+    def _sent(self) -> None:
+        """The round trip that marks the tasks being sent has run, or failed (then, with the
+        lock held, they go back to the outbox, or fail): a cancel() waiting for it goes on."""
+        with self._ready:
+            self._sending.clear()
+            self._marked.notify_all()
 
     @staticmethod
     def _unsent_from(batch: list[_Outgoing], outcomes: list[Any], i: int) -> list[_Outgoing]:
