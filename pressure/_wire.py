@@ -32,7 +32,6 @@ from .errors import (
     BackendError,
     OutcomeUnknown,
     PermissionDenied,
-    PressureError,
     ProtocolError,
     TLSError,
 )

@@ -12,7 +12,6 @@ that matter arrive together in one batch.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import multiprocessing

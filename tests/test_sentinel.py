@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 import pressure
 from pressure.testing import SentinelTopology

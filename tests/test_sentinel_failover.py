@@ -4,7 +4,6 @@ going after a bounded stall. Each test starts its own master + replica + 3 senti
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator

@@ -59,7 +59,7 @@ from .._internal import attach, internal
 from .._scripts import CLAIM, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from ..connection import Backend, ConnectionConfig, PackedScript, _load_command, _script_sha
-from ..errors import BackendError, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from ..errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
