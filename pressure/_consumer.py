@@ -7,7 +7,8 @@ Every get sends get.lua in one of its modes (see its header):
   script registers this consumer as the waiter (it then holds the consumer role, under a
   lease it renews every slice) and the BLMOVE waits; the next put.lua hands its item
   straight to the waiter's inbox. 'woken', sent behind the BLMOVE once a get has waited,
-  takes such an item in the same round trip;
+  takes such an item in the same round trip. A blocking get after one that left items
+  queued (a backlog) sends 'nowait' alone first: no BLMOVE, no reply of it, per item;
 * 'many' (``many``): up to n items queued now, each a Delivery; 'batch' (``batch``): up
   to n items as they are stored, under one header, for get_many in the default mode;
 * 'cancel' (``cancel``): stop waiting, give the role back (only if still the waiter) and
@@ -231,13 +232,28 @@ class _Consumer(Generic[T]):
         inbox, inflight, held = self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid)
         backend = self.backend
         command = self.get_command
+        waited, self.waited = self.waited, True
+        if not waited:
+            # the last get left items queued (a backlog): 'nowait' takes the next one with the
+            # script alone, without the BLMOVE behind it (one command and one reply less,
+            # client and server), and says whether more are queued; finding none (another
+            # consumer took them), the pipeline below as before
+            try:
+                got = backend.script(command, self._tail(cid, "nowait", "n"))
+            except BackendError:
+                self.pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
+                raise
+            if isinstance(got, list):
+                entry, more = got
+                self.waited = not more  # none left: the next get sends the pipeline (and 'woken')
+                return entry  # type: ignore[no-any-return]
+            waited = True  # empty, busy, closed or gone: the pipeline below tells which
         tail = self._tail(cid, "block", "1" if wait is not None and wait < 0 else "0")
         # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
         # BLMOVE returns (one round trip); left out while gets find items queued (it would
         # find nothing to do), at the cost of one more round trip the first time one waits
         woken = self._tail(cid, "woken", "0")
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
-        waited, self.waited = self.waited, True
         try:
             status, reply, taken = backend.script_then_blmove(
                 command, tail, inbox, inflight, _wait_time(self.slice(), deadline),
@@ -247,7 +263,8 @@ class _Consumer(Generic[T]):
                 tail[5] = "0"
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
                     maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
-                    self.waited = not first
+                    # found queued with more behind it: the next get tries 'nowait' alone
+                    self.waited = not (first and status == GetStatus.DELIVERED_MORE)
                     return reply  # type: ignore[no-any-return]
                 if isinstance(taken, bytes):  # woken, and 'woken' took the item for us
                     maybe_waiting = False
@@ -289,7 +306,7 @@ class _Consumer(Generic[T]):
                         self.roles.wait_for_role(CONSUMER, busy_deadline - now)
                         if interrupt is not None and interrupt():
                             raise Empty(f"queue {self.name!r}: the wait was interrupted")
-                    elif status != GetStatus.DELIVERED:
+                    elif status not in (GetStatus.DELIVERED, GetStatus.DELIVERED_MORE):
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
                 first = False

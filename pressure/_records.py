@@ -19,6 +19,7 @@ T = TypeVar("T")
 _DELIVERED, _FULL, _BUSY, _CLOSED, _NO_QUEUE = (GetStatus.DELIVERED, PutStatus.FULL, GetStatus.BUSY,
                                                GetStatus.CLOSED, GetStatus.NO_QUEUE)
 _EMPTY, _WAITING, _NEGATIVE, _UNDRAINED = GetStatus.EMPTY, GetStatus.WAITING, GetStatus.NEGATIVE, GetStatus.UNDRAINED
+_DELIVERED_MORE = GetStatus.DELIVERED_MORE
 
 
 def _parse_entry(entry: bytes) -> tuple[str, int, int, bytes]:

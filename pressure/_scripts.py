@@ -231,6 +231,8 @@ class GetStatus(IntEnum):
 
     #: 'block': an entry is in the inbox; 'cancel': an item entry waits in the inbox
     DELIVERED = 1
+    #: 'block': an entry is in the inbox, and more items are queued
+    DELIVERED_MORE = 2
     #: the consumer role is held by another client while items wait
     BUSY = -2
     #: closed and drained

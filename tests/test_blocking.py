@@ -31,6 +31,69 @@ def test_blocking_put_released_by_get_from_another_thread(make_queue: Any, r: re
     assert_invariants(r, q)
 
 
+@pytest.mark.parametrize("reliable", [False, True])
+def test_gets_working_off_a_backlog_send_no_blmove_and_then_wait_as_before(
+        make_queue: Any, r: redis.Redis, reliable: bool) -> None:
+    """A get after one that found its item queued takes the next with get.lua alone (its
+    'nowait' mode): no BLMOVE per item while a backlog is worked off. The get that finds the
+    queue empty then waits (script and BLMOVE, as ever) and a put wakes it; a get after a
+    wait is back to one pipeline."""
+    q = make_queue("backlog", reliable=reliable)
+    q.put_many(list(range(5)))
+    r.config_resetstat()
+    got = []
+    for _ in range(5):
+        got.append(q.get(timeout=5))
+        if reliable:
+            q.task_done()
+    assert got == list(range(5))
+    assert r.info("commandstats")["cmdstat_blmove"]["calls"] == 1  # the first get's only
+    assert blocks(lambda: q.get(timeout=30), lambda: q.put("late")) == "late"
+    r.config_resetstat()
+    q.put("next")
+    assert q.get(timeout=5) == "next"  # after a wait: the pipeline (the item is queued: no wait)
+    assert r.info("commandstats")["cmdstat_blmove"]["calls"] == 1
+    if reliable:
+        q.task_done()
+        q.task_done()
+        assert q.unfinished_tasks == 0
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_get_after_the_last_queued_item_waits_at_once(make_queue: Any, r: redis.Redis,
+                                                        reliable: bool) -> None:
+    """get.lua says whether items are still queued when it delivers: after a get that took
+    the last one (whether the script and BLMOVE pipeline took it, or 'nowait' alone, at the
+    end of a backlog), the next get sends the pipeline at once. A 'nowait' first would find
+    the queue empty: a round trip more before the wait, which across hosts is added to the
+    next item's latency."""
+    q = make_queue("last", reliable=reliable)
+    gets: list[str] = []
+    send = q._backend._send
+
+    def counting_send(conn: Any, data: list[bytes], what: str) -> None:
+        if what.startswith("script get"):
+            gets.append(what)
+        send(conn, data, what)
+
+    for backlog in (["a"], ["b", "c", "d"]):
+        q.put_many(backlog)
+        gets.clear()
+        q._backend._send = counting_send
+        assert [q.get(timeout=5) for _ in backlog] == backlog
+        # the first by the pipeline; the rest, while more are queued, by 'nowait' alone
+        assert gets == ["script get and BLMOVE"] + ["script get"] * (len(backlog) - 1)
+        gets.clear()
+        assert blocks(lambda: q.get(timeout=30), lambda: q.put("late")) == "late"
+        assert gets[0] == "script get and BLMOVE"  # no 'nowait' that finds nothing first
+        del q._backend._send
+        if reliable:
+            for _ in range(len(backlog) + 1):
+                q.task_done()
+    assert_invariants(r, q)
+
+
 @pytest.mark.parametrize("timeout", [0.05, 0.2, 0.5])
 def test_sub_second_timeouts_are_honoured(make_queue: Any, r: redis.Redis, timeout: float) -> None:
     q = make_queue("t", 1)

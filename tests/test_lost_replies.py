@@ -248,6 +248,31 @@ def test_get_whose_reply_is_lost_is_received_once(proxy: ReplyDropper, prefix: s
     q.disconnect()
 
 
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_get_working_off_a_backlog_whose_reply_is_lost_loses_nothing(
+        proxy: ReplyDropper, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """A blocking get after one that found its item queued sends get.lua alone ('nowait', no
+    BLMOVE behind it): if its reply is lost, the item it took waits in the consumer's
+    in-flight list and the next get receives it, once."""
+    q: pressure.Queue[str] = pressure.Queue("lost-backlog", url=proxy.url, prefix=prefix, reliable=reliable)
+    _warm_up(q)
+    q.put_many(["a", "b", "c"])
+    assert q.get(timeout=5) == "a"  # found queued: the next get takes the nowait path
+    proxy.arm(_sha("get"))
+    with pytest.raises(pressure.OutcomeUnknown):
+        q.get(timeout=5)  # "b" was delivered; the reply is lost
+    assert proxy.dropped.is_set()
+    assert [q.get(timeout=5), q.get(timeout=5)] == ["b", "c"]
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()
+    if reliable:
+        for _ in range(3):
+            q.task_done()
+        assert q.unfinished_tasks == 0
+    assert_invariants(r, q)
+    q.disconnect()
+
+
 def test_a_get_whose_connection_breaks_behind_a_posted_drop_says_so_and_loses_nothing(
         proxy: ReplyDropper, prefix: str, r: redis.Redis) -> None:
     """A default-mode get posts the drop of its lists (a DEL whose reply is read behind the

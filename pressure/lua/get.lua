@@ -79,13 +79,15 @@
 --               closed, empty queue whose items others hold, wait instead of -8
 --           'k' ('batch') keep what <inflight> holds (the same get_many's first
 --               item, not returned yet)
+--           'n' ('nowait') a blocking get's first try: the entry comes with how many
+--               items are still queued (1 for one from the inbox: maybe more)
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
 -- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged;
 --             ('many', 'batch') how many items at most
 -- return
---   'nowait': the entry, or -2 (role held by another client while items
+--   'nowait': the entry ({the entry, items still queued} with 'n'), or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty), -8 (closed
 --             and empty, but another consumer holds items that may come back)
 --   'many':   an array of 1 or more entries (those waiting in the inbox, if any, else
@@ -94,7 +96,8 @@
 --             else an array of 1 or more items followed by the header
 --   'woken':  as 'nowait', or -5 when it had nothing to do
 --   'cancel': 1 if an item entry waits in the inbox, else -5
---   'block':  1 (an entry is in the inbox), -6 (registered as the waiter),
+--   'block':  1 (an entry is in the inbox), 2 (the same, and more items are queued),
+--             -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
 local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
 local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
@@ -224,7 +227,10 @@ end
 local in_inbox = look(inbox)
 if nowait then
   local entry = in_inbox and take_from_inbox()
-  if entry and mode == 'nowait' then return entry end
+  if entry and mode == 'nowait' then
+    if flag == 'n' then return {entry, 1} end
+    return entry
+  end
   if entry then
     local entries = {entry}
     for _ = 2, math.min(tonumber(ARGV[7]) or 1, 1000) do
@@ -403,9 +409,11 @@ if len > 0 then
   end
   if mode == 'nowait' then
     redis.call('LPUSH', inflight, entries[1])
+    if flag == 'n' then return {entries[1], len} end
     return entries[1]
   end
   redis.call('LPUSH', inbox, entries[1])
+  if len > 0 then return 2 end
   return 1
 end
 keep_permit(not_full, waiting, bound, permits)
