@@ -610,24 +610,33 @@ def allowed_default_losses(lives: list[Life], may_lose: str) -> dict[Any, str]:
 BREAK_SLACK = 0.5
 
 
-def allowed_default_duplicates(lives: list[Life], breaks: list[tuple[float, float]]) -> dict[Any, str]:
+def allowed_default_duplicates(lives: list[Life], breaks: list[tuple[float, float]],
+                               lease: float = QueueSpec.lease) -> dict[Any, str]:
     """item -> why the default mode may deliver it once more (README, Reliability: "An item comes
     out twice only if that DEL never reaches Redis (the connection breaks, or Redis restarts,
     right after the get's reply) and the consumer dies or makes no further get ... within its
-    lease"): the last item a killed consumer received, when a restart or a CLIENT KILL happened
-    between that receipt and the kill."""
+    lease"): an item a consumer received when a restart or a CLIENT KILL happened between
+    that receipt and the consumer's kill (its last item), or its next receipt more than
+    ``lease`` later (Redis was down longer than the lease: the item's entry aged past it in the
+    consumer's in-flight list, and a sweep requeued it before the next get dropped it)."""
     allowed: dict[Any, str] = {}
     for life in lives:
-        if not (life.consumer and life.killed):
+        if not life.consumer:
             continue
-        last = [(f[0], t) for k, f, t in life.records if k == "R" and f][-1:]
-        for item, received_at in last:
-            hit = [(s, e) for s, e in breaks
-                   if s <= life.killed_at + BREAK_SLACK and e >= received_at - BREAK_SLACK]
+        receipts = [(f[0], t) for k, f, t in life.records if k == "R" and f]
+        for n, (item, received_at) in enumerate(receipts):
+            if n + 1 < len(receipts):
+                until, why = receipts[n + 1][1], "no further get within its lease"
+                if until - received_at <= lease:
+                    continue
+            elif life.killed:
+                until, why = life.killed_at, "SIGKILLed"
+            else:
+                continue
+            hit = [(s, e) for s, e in breaks if s <= until + BREAK_SLACK and e >= received_at - BREAK_SLACK]
             if hit:
-                allowed[item] = (f"the last item {life.name} received, {life.killed_at - received_at:.2f} s "
-                                 f"before it was SIGKILLed, with a connection break "
-                                 f"{hit[0][0] - received_at:+.2f} s from the receipt")
+                allowed[item] = (f"received by {life.name}, {until - received_at:.2f} s before it was {why}, "
+                                 f"with a connection break {hit[0][0] - received_at:+.2f} s from the receipt")
     return allowed
 
 

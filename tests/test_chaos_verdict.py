@@ -28,9 +28,22 @@ def test_a_consumer_that_was_not_killed_never_repeats() -> None:
     assert allowed_default_duplicates([life], [(11.1, 11.2)]) == {}
 
 
-def test_only_the_last_item_may_repeat() -> None:
-    life = _consumer([("R", ["a", "1"], 1.0), ("R", ["b", "1"], 11.0)], killed_at=11.4)
-    assert set(allowed_default_duplicates([life], [(0.9, 11.2)])) == {"b"}
+def test_an_item_the_consumer_got_past_within_its_lease_does_not_repeat() -> None:
+    """Its next get (within the lease) dropped what the first left in flight: only the last
+    item of a killed consumer may repeat."""
+    life = _consumer([("R", ["a", "1"], 1.0), ("R", ["b", "1"], 1.5)], killed_at=1.8)
+    assert set(allowed_default_duplicates([life], [(0.9, 1.2)], lease=2.0)) == {"b"}
+
+
+def test_an_item_may_repeat_when_a_break_kept_its_consumer_from_a_get_past_its_lease() -> None:
+    """Redis down longer than the lease right after a receipt: the DEL went with the broken
+    connection, and the entry aged past the lease before the consumer's next get could drop
+    it, so a sweep requeued it; the consumer lives on (README: "... or makes no further get
+    within its lease"). Without a break, or with the next get in time, it may not."""
+    life = _consumer([("R", ["a", "1"], 1.0), ("R", ["a", "2"], 3.6), ("R", ["c", "1"], 3.7)], killed_at=None)
+    assert set(allowed_default_duplicates([life], [(1.05, 3.5)], lease=2.0)) == {"a"}
+    assert allowed_default_duplicates([life], [], lease=2.0) == {}
+    assert allowed_default_duplicates([life], [(1.05, 3.5)], lease=3.0) == {}
 
 
 def test_an_item_in_hand_inside_get_whose_drop_left_with_the_process_may_be_lost() -> None:
