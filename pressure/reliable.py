@@ -102,15 +102,16 @@ class Delivery(Generic[T]):
 
 
 
-def _answered(consumer: _Consumer[Any], reply: Any) -> bool:
+def _answered(ack_errors: list[Exception | None], reply: Any) -> bool:
     """Whether ``reply``, a posted ack.lua call's, is its answer (it ran); its error, if it
-    says one, is kept for the handle's next call to raise (None: the queue is gone)."""
+    says one, is kept in ``ack_errors`` for the handle's next call to raise (None: the queue
+    is gone). (The sync handles' and AsyncQueue's posted acknowledgements alike.)"""
     if not (isinstance(reply, list) and len(reply) == 2):
         return False
     if reply[1] == AckStatus.TOO_MANY:
-        consumer.ack_errors.append(ValueError("task_done() called too many times"))
+        ack_errors.append(ValueError("task_done() called too many times"))
     elif reply[1] == AckStatus.NO_QUEUE:
-        consumer.ack_errors.append(None)  # the queue is gone: _missing() then
+        ack_errors.append(None)  # the queue is gone: _missing() then
     return True
 
 
@@ -228,7 +229,7 @@ class Reliability(Generic[T]):
                 consumer.posted.remove(delivery)
             except ValueError:
                 pass
-            if _answered(consumer, reply):
+            if _answered(consumer.ack_errors, reply):
                 return
             if isinstance(reply, redis.exceptions.NoScriptError):
                 backend._loaded.discard(name)
@@ -367,7 +368,7 @@ class Reliability(Generic[T]):
                 consumer.counting.popleft()
             except IndexError:
                 pass
-            if _answered(consumer, reply):
+            if _answered(consumer.ack_errors, reply):
                 return
             if isinstance(reply, redis.exceptions.NoScriptError):
                 backend._loaded.discard(name)

@@ -17,6 +17,7 @@ import redis
 
 import pressure
 from pressure.aio import AsyncLifoQueue, AsyncPriorityQueue, AsyncQueue, Empty, Full, ShutDown
+from pressure.keys import QueueKeys
 
 from .helpers import assert_invariants
 
@@ -102,6 +103,33 @@ def test_blocking_get_is_woken_by_a_put(url: str, prefix: str, r: redis.Redis) -
 
     asyncio.run(main())
     _check(r, url, prefix)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_gets_working_off_a_backlog_send_no_blmove_and_then_wait_as_before(
+        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """As the sync handle's: a get after one that found its item queued sends get.lua alone
+    ('nowait'); the one that finds the queue empty waits (BLMOVE) and a put wakes it."""
+    async def main() -> None:
+        async with AsyncQueue[Any]("backlog", url=url, prefix=prefix, reliable=reliable) as q:
+            await q.put_many(list(range(5)))
+            r.config_resetstat()
+            got = []
+            for _ in range(5):
+                got.append(await q.get())
+                if reliable:
+                    await q.task_done()
+            assert got == list(range(5))
+            assert r.info("commandstats")["cmdstat_blmove"]["calls"] == 1  # the first get's only
+            waiting = asyncio.ensure_future(q.get())
+            while r.get(QueueKeys.build(prefix, "backlog").waiter) is None:
+                await asyncio.sleep(0.01)
+            await q.put("late")
+            assert await asyncio.wait_for(waiting, 30) == "late"
+            if reliable:
+                await q.task_done()
+    asyncio.run(main())
+    _check(r, url, prefix, "backlog")
 
 
 def test_timeouts_by_asyncio_leave_no_waiter(url: str, prefix: str, r: redis.Redis) -> None:

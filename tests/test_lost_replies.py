@@ -103,6 +103,43 @@ def test_task_done_whose_reply_is_lost_counts_once(proxy: ReplyDropper, prefix: 
     q.disconnect()
 
 
+def test_async_task_done_whose_reply_is_lost_asks_again_and_counts_once(
+        proxy: ReplyDropper, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AsyncQueue, reliable: a task_done() that waits for its reply (not posted: while a get
+    uses the handle's connection, or for a delivery in doubt; forced here), whose
+    acknowledgement ran but whose reply was lost (the connection dropped), asks again at once,
+    in the form that counts only if the first did not run, and returns: counted once. (It
+    raised UnboundLocalError instead.) The posted way: tests/test_aio_posted_ack.py."""
+    from pressure.aio import AsyncQueue
+    from pressure.aio._reliable import _Settling
+
+    monkeypatch.setattr(_Settling, "_post_ack", lambda self, delivery: False)
+
+    async def main() -> None:
+        async with AsyncQueue[str]("lost-async-ack", url=proxy.url, prefix=prefix, reliable=True) as q:
+            await q.put_many(["warm-up", "a", "b"])
+            assert await q.get() == "warm-up"
+            await q.task_done()  # the scripts are loaded: the dropped reply is the ack's own
+            assert [await q.get(), await q.get()] == ["a", "b"]
+            proxy.arm(_sha("ack"))
+            await q.task_done()  # acknowledges "a": it runs, its reply is lost, asked again
+            assert proxy.dropped.is_set()
+            sync = pressure.Queue("lost-async-ack", url=proxy.url, prefix=prefix, reliable=True)
+            try:
+                assert sync.unfinished_tasks == 1, "a lost reply counted a task twice"
+                assert _in_flight(sync) == ["b"]
+            finally:
+                sync.disconnect()
+            await q.task_done()
+            await q.join()
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()
+
+    import asyncio
+    asyncio.run(main())
+    assert_invariants(r, pressure.Queue("lost-async-ack", url=proxy.url, prefix=prefix))
+
+
 def test_task_done_again_after_outcome_unknown_counts_once(proxy: ReplyDropper, prefix: str,
                                                            r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reply is lost and the server stays unreachable a moment: task_done() raises

@@ -6,10 +6,11 @@ methods named at the end of the declarations."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import redis
@@ -18,6 +19,7 @@ from .. import _log, serializers
 from .._records import (
     _BUSY,
     _DELIVERED,
+    _DELIVERED_MORE,
     _EMPTY,
     _NO_QUEUE,
     _UNDRAINED,
@@ -28,6 +30,7 @@ from .._records import (
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
 from .._scripts import REQUEUE
 from .._validate import _TIMEOUT_MESSAGE, Options, _timeout_value
+from .._wire import LOST
 from ..connection import PackedScript, _script_sha, pack_command, refused_for_now
 from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
@@ -59,6 +62,9 @@ class _Conn:
         self.conn: Any = None
         self.redis_id: int | None = None
         self.unread = 0
+        #: for each unread reply, in order: what to tell of it (a posted acknowledgement's
+        #: check: the reply, an error reply as the exception, or ``LOST``), or None
+        self.checks: collections.deque[Callable[[Any], None] | None] = collections.deque()
         #: the _Link.generation it was made in (on a cluster: a new master means a new connection)
         self.generation = 0
         #: the exchange in progress, if any (a clean-up waits for it to end)
@@ -96,6 +102,7 @@ class _Getting(Generic[T]):
     _delivery: Callable[[bytes, Any], AsyncDelivery[T]]
     _received_ids: Callable[[list[str]], list[str]]
     _hold: Callable[[list[AsyncDelivery[T]], bool], None]
+    _settle_owed: Callable[[bool], Coroutine[Any, Any, None]]
 
     async def receive(self, block: bool = True, timeout: float | None = None) -> AsyncDelivery[T]:
         """As ``get()``, but return the AsyncDelivery, to acknowledge (``await d.ack()``) or
@@ -122,6 +129,7 @@ class _Getting(Generic[T]):
         is cancelled while the consumer may be the waiter or hold entries it never received,
         a clean-up task takes over the lock and gives everything back (``_abandon``)."""
         await self.open()
+        await self._settle_owed(False)  # what posted acknowledgements left (reliable mode)
         await self._lock.acquire()  # cancelled here: nothing was done
         handed_over = False
         try:
@@ -175,7 +183,12 @@ class _Getting(Generic[T]):
     async def _exchange(self, data: list[bytes], replies: int = 1, script: str | None = "get") -> list[Any]:
         """Send ``data`` on the handle's own connection and read its replies, in a task the
         caller's cancellation never interrupts (kept in ``_conn.pending``). ``script``: the
-        data starts with a call of that script (of this kind): loaded first if need be."""
+        data starts with a call of that script (of this kind): loaded first if need be. One
+        exchange at a time: one a cancelled caller left running ends first."""
+        pending = self._conn.pending
+        while pending is not None and not pending.done():
+            await asyncio.wait({pending})
+            pending = self._conn.pending
         task = asyncio.ensure_future(self._exchange_once(data, replies, script))
         self._conn.pending = task
         return cast("list[Any]", await self._link.shielded_task(task))
@@ -207,18 +220,20 @@ class _Getting(Generic[T]):
         await link.ensure_owner()
         if c.conn is not None and c.generation != link.generation:  # the slot moved: a new master
             await c.conn.disconnect()
-            c.conn, c.unread = None, 0
+            c.conn = None
+            self._posted_replies(None)
         if c.conn is None:
             pool = link.client().connection_pool
             c.conn = pool.connection_class(**pool.connection_kwargs)
             c.generation = link.generation
         conn = c.conn
+        posted = None
         if c.unread and conn.is_connected:
             try:
-                await link.exchange(conn, [], c.unread, "a posted command", False)
+                posted = await link.exchange(conn, [], c.unread, "a posted command", False)
             except PressureError:
                 pass  # the connection was dropped: the command below goes on a new one
-        c.unread = 0
+        self._posted_replies(posted)
         if not conn.is_connected:
             (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
             if not isinstance(c.redis_id, int):
@@ -247,6 +262,34 @@ class _Getting(Generic[T]):
         except Exception:  # noqa: BLE001 - not sent: the next get drops them
             return
         c.unread += 1
+        c.checks.append(None)
+
+    def _post(self, command: bytes, check: Callable[[Any], None]) -> bool:
+        """Send ``command`` on the handle's get connection without waiting for its reply (the
+        next exchange on it reads the reply first and gives it to ``check``; ``LOST`` if it
+        never will be): only while no get uses the connection (a BLMOVE there would hold the
+        command back) and it is connected. False if not sent."""
+        c, link = self._conn, self._link
+        writer = getattr(c.conn, "_writer", None)
+        if (self._lock.locked() or (c.pending is not None and not c.pending.done()) or writer is None
+                or not c.conn.is_connected or c.generation != link.generation):
+            return False
+        try:
+            writer.write(command)
+        except Exception:  # noqa: BLE001 - not sent: did not run
+            return False
+        c.unread += 1
+        c.checks.append(check)
+        return True
+
+    def _posted_replies(self, replies: list[Any] | None) -> None:
+        """The replies of the posted commands, read (None: lost with the connection): each to
+        its check. No posted reply is unread after this."""
+        c = self._conn
+        checks, c.checks, c.unread = c.checks, collections.deque(), 0
+        for i, check in enumerate(checks):
+            if check is not None:
+                check(replies[i] if replies is not None and i < len(replies) else LOST)
 
     async def _sweep_if_due(self) -> None:
         if time.monotonic() - self._roles.last_sweep > SWEEP_INTERVAL:
@@ -399,9 +442,18 @@ class _Getting(Generic[T]):
         busy_deadline = max(deadline, now + self._link.slice)
         k, cid = self._keys, self._cid
         inbox, inflight = k.inbox(cid), k.inflight(cid)
+        waited, self._waited = self._waited, True
+        if not waited:  # the last get left items queued: 'nowait' alone first (see the sync one)
+            self._dirty = True
+            (got,) = await self._exchange([self._get_command.pack(self._tail("nowait", "n"))])
+            if isinstance(got, list):
+                self._waited = not got[1]
+                return cast(bytes, got[0])
+            if isinstance(got, redis.RedisError) and not isinstance(got, redis.exceptions.NoScriptError):
+                self._link.check(got, "script get", True)
+            waited = True  # empty, busy, closed or gone: the pipeline below tells which
         tail = self._tail("block", "0")
         woken = self._get_command.pack(self._tail("woken", "0"))
-        waited, self._waited = self._waited, True
         first = True
         slice_ = min(self._link.slice, self._options.lease_ms / 3000)
         timeout = _wait_time(slice_, deadline)
@@ -418,7 +470,7 @@ class _Getting(Generic[T]):
             if isinstance(reply, redis.RedisError):
                 self._link.check(reply, "BLMOVE after script get", True)
             if reply is not None and not reply.startswith(b"s:"):
-                self._waited = not first
+                self._waited = not (first and status == _DELIVERED_MORE)
                 return cast(bytes, reply)
             if isinstance(taken, bytes):
                 return taken
@@ -449,7 +501,7 @@ class _Getting(Generic[T]):
                     if now >= busy_deadline:
                         raise Empty(f"queue {self._name!r} is empty")
                     await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, busy_deadline - now)
-                elif status != _DELIVERED:
+                elif status not in (_DELIVERED, _DELIVERED_MORE):
                     raise ProtocolError(f"get script returned {status!r}")
             first = False
             timeout = _wait_time(UNDRAINED_POLL if tail[5] == "w" else slice_, deadline)

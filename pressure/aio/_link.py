@@ -285,6 +285,8 @@ class _Link:
             if isinstance(reply, redis.exceptions.NoScriptError):
                 await self.load(conn, name)
                 (reply,) = await self.exchange(conn, data, 1, what, mutating)
+            if not isinstance(reply, redis.RedisError):
+                self.loaded.add(name)  # a call of it ran: it is there (posted calls may use it)
             return reply
 
         return self.check(await self.until_served(what, attempt), what, mutating)

@@ -30,6 +30,7 @@ to its inbox, where its next get takes it first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import collections
 import time
 import uuid
@@ -153,6 +154,9 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._unacked: collections.deque[AsyncDelivery[T]] = collections.deque()
         self._holding: dict[str, AsyncDelivery[T]] = {}
         self._settle_lock = asyncio.Lock()
+        self._posted: collections.deque[AsyncDelivery[T]] = collections.deque()
+        self._owed: list[AsyncDelivery[T]] = []
+        self._ack_errors: list[Exception | None] = []
 
     # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
 
@@ -312,12 +316,14 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         return (await self._info())[3]
 
     async def task_done(self) -> None:
-        """Mark one item as processed (by any client, for every client's ``join``). A round
-        trip, so awaitable, unlike asyncio.Queue's; ValueError if called more times than
-        items were put. In reliable mode it acknowledges this handle's oldest delivery of
-        ``get``/``get_many``, exactly once (if it raises, calling it again finishes that same
-        delivery's count); cancelled, it still completes."""
+        """Mark one item as processed (by any client, for every client's ``join``). Awaitable,
+        unlike asyncio.Queue's; ValueError if called more times than items were put. In
+        reliable mode it acknowledges this handle's oldest delivery of ``get``/``get_many``,
+        exactly once (if it raises, calling it again finishes that same delivery's count);
+        cancelled, it still completes. There, while no get uses the handle's connection, the
+        acknowledgement is posted (no round trip of its own: see ``_Settling._post_ack``)."""
         await self.open()
+        await self._settle_owed(False)
         if self._options.reliable and await self._link.shielded(self._task_done_reliable()):
             return
         k = self._keys
@@ -329,6 +335,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     async def join(self) -> None:
         """Wait until every item put (by any client) has been marked done."""
+        await self.open()
+        await self._settle_owed(True)  # this handle's own task_done()s first
         stream = self._keys.all_tasks_done
         while True:
             unfinished, last = await self._run("join_check", self._task_keys, (), mutating=False)
@@ -377,6 +385,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         handle's connections (never a ``connection`` passed in). The queue is untouched."""
         async with self._lock:
             pass  # a clean-up holds it until done
+        with contextlib.suppress(PressureError, ValueError):  # posted acknowledgements: read, and
+            await self._settle_owed(True)              # those that did not run sent again
         await self._link.close()
         conn, self._conn.conn = self._conn.conn, None
         if conn is not None:

@@ -7,7 +7,9 @@ and async reliable consumers share one queue.
 ``AsyncDelivery`` is ``pressure.Delivery`` with awaitable ``ack()``, ``release()`` and
 ``touch()``. ``task_done()`` acknowledges the handle's oldest delivery; each settlement is
 one script, shielded: cancelling the caller never leaves it half done (it completes, and
-its bookkeeping with it). A get cancelled before it returned names the deliveries the
+its bookkeeping with it). ``task_done()``'s is posted on the handle's get connection when no
+get uses it (``_post_ack``): its reply is read with the next exchange there, and what it
+says is dealt with by the handle's next call (``_settle_owed``). A get cancelled before it returned names the deliveries the
 handle holds to get.lua 'cancel', which returns only the others (never received) to the
 handle's inbox.
 """
@@ -25,6 +27,8 @@ import redis
 from .. import _log
 from .._records import _parse_entry
 from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
+from ..connection import _script_sha, pack_command
+from ..reliable import _answered
 from .._validate import Options
 from ..errors import BackendError, OutcomeUnknown
 from ..keys import QueueKeys
@@ -36,6 +40,11 @@ if TYPE_CHECKING:
     from ..errors import QueueDoesNotExist
 
 T = TypeVar("T")
+
+#: How often join() and the counts look whether a get in progress has read the replies of
+#: this handle's posted acknowledgements.
+_FLUSH_POLL = 0.005
+_PING = b"*1\r\n$4\r\nPING\r\n"
 
 
 @dataclass(eq=False)
@@ -89,8 +98,16 @@ class _Settling(Generic[T]):
     _unacked: collections.deque[AsyncDelivery[T]]
     _holding: dict[str, AsyncDelivery[T]]
     _settle_lock: asyncio.Lock
+    _lock: asyncio.Lock
+    #: posted acknowledgements whose reply is unread; those to send again (they did not run, or
+    #: their reply was lost); the errors posted ones answered, for the next call to raise
+    _posted: collections.deque[AsyncDelivery[T]]
+    _owed: list[AsyncDelivery[T]]
+    _ack_errors: list[Exception | None]
     open: Callable[[], Awaitable[Any]]
     _missing: Callable[..., Awaitable[QueueDoesNotExist]]
+    _post: Callable[[bytes, Callable[[Any], None]], bool]
+    _exchange: Callable[..., Awaitable[list[Any]]]
 
     def _delivery(self, entry: bytes, item: T) -> AsyncDelivery[T]:
         seq, deliveries, ms, _ = _parse_entry(entry)
@@ -112,9 +129,11 @@ class _Settling(Generic[T]):
 
     def _received_ids(self, last: list[str]) -> list[str]:
         """The delivery numbers get.lua 'cancel' must leave in the in-flight list: in
-        reliable mode every delivery the handle holds; else those the last get returned."""
+        reliable mode every delivery the handle holds, those a posted task_done() acknowledges
+        (its reply unread: it may not have run) and those owed again; else those the last get
+        returned."""
         if self._options.reliable:
-            return list(self._holding)
+            return [*self._holding, *(d.id for d in self._posted), *(d.id for d in self._owed)]
         return last
 
     def _forget(self, delivery: AsyncDelivery[T]) -> None:
@@ -145,29 +164,100 @@ class _Settling(Generic[T]):
     async def _task_done_reliable(self) -> bool:
         """task_done() in reliable mode: acknowledge the oldest delivery and count its task,
         exactly once across lost replies (as the sync handle: after a lost reply, ask again
-        in the form that counts only if the first did not run). False if the handle holds
-        no delivery (then task_done counts a task of no delivery, as the sync handle does)."""
+        in the form that counts only if the first did not run). Posted, where it can be
+        (``_post_ack``): no round trip of its own. False if the handle holds no delivery
+        (then task_done counts a task of no delivery, as the sync handle does)."""
         async with self._settle_lock:
             if not self._unacked:
                 return False
             delivery = self._unacked[0]
-            k, variant = self._keys, self._variant
-            keys = (*ACK.keys(k), k.inflight(delivery.consumer))
-            try:
-                _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check(
-                    (delivery.id, "2" if delivery._unsure else "1")))
-            except OutcomeUnknown as exc:
-                delivery._unsure = True
-                if isinstance(exc.__cause__, redis.TimeoutError):
-                    raise
-                try:
-                    _,
-                    unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
-                except BackendError:
-                    raise exc from exc.__cause__  # still unknown: task_done() again will tell
+            if self._post_ack(delivery):
+                self._forget(delivery)
+                return True
+            unfinished = await self._ack_counted(delivery)
             self._forget(delivery)
         if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
         if unfinished == AckStatus.NO_QUEUE:
             raise await self._missing()
         return True
+
+    async def _ack_counted(self, delivery: AsyncDelivery[T]) -> int:
+        """Acknowledge ``delivery`` and count its task, waiting for the reply, exactly once
+        across lost replies; what ack.lua says of the unfinished tasks."""
+        k, variant = self._keys, self._variant
+        keys = (*ACK.keys(k), k.inflight(delivery.consumer))
+        try:
+            _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check(
+                (delivery.id, "2" if delivery._unsure else "1")))
+        except OutcomeUnknown as exc:
+            delivery._unsure = True
+            if isinstance(exc.__cause__, redis.TimeoutError):
+                raise
+            try:
+                _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
+            except BackendError:
+                raise exc from exc.__cause__  # still unknown: task_done() again will tell
+        return int(unfinished)
+
+    def _post_ack(self, delivery: AsyncDelivery[T]) -> bool:
+        """Send ``delivery``'s acknowledgement (ack.lua, counting its task) on the handle's get
+        connection without waiting: the next get's exchange reads its reply first (one round
+        trip per item, as the sync handle). Only a delivery not in doubt, and with the script
+        known loaded (a posted call is never loaded on NOSCRIPT), while no get uses the
+        connection. What the reply says is dealt with by the next call (``_settle_owed``); a
+        process that dies first has the item redelivered. False if not posted."""
+        name = ACK.name + self._variant
+        if delivery._unsure or name not in self._link.loaded:
+            return False
+        k = self._keys
+        keys = (*ACK.keys(k), k.inflight(delivery.consumer))
+        command = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, delivery.id, "1")
+
+        def check(reply: Any) -> None:  # no I/O: called in the middle of an exchange
+            try:
+                self._posted.remove(delivery)
+            except ValueError:
+                pass
+            if _answered(self._ack_errors, reply):
+                return
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                self._link.loaded.discard(name)
+            delivery._unsure = True  # lost (it may have run) or refused: sent again, exactly
+            self._owed.append(delivery)
+
+        if not self._post(command, check):
+            return False
+        self._posted.append(delivery)
+        return True
+
+    async def _settle_owed(self, flush: bool) -> None:
+        """What posted acknowledgements left, before the handle's next call: send again those
+        that did not run or whose reply was lost (exactly), then raise the first error one
+        answered. ``flush``: first read the replies still unread (for join() and the counts,
+        which must see this handle's own task_done()s): a round trip, only if there are any."""
+        if not self._options.reliable:
+            return
+        if flush:
+            while self._posted:
+                if self._lock.locked():  # a get: its exchange reads them first
+                    await asyncio.sleep(_FLUSH_POLL)
+                    continue
+                async with self._lock:
+                    await self._exchange([_PING], 1, None)
+        while self._owed:
+            # it stays owed until answered: until then a get's clean-up (get.lua 'cancel') must
+            # leave its entry in flight; if this raises, the next call tries again (_unsure)
+            delivery = self._owed[0]
+            unfinished = await self._link.shielded(self._ack_counted(delivery))
+            try:
+                self._owed.remove(delivery)
+            except ValueError:
+                pass  # another call of this handle's settled it meanwhile
+            if unfinished == AckStatus.TOO_MANY:
+                self._ack_errors.append(ValueError("task_done() called too many times"))
+            elif unfinished == AckStatus.NO_QUEUE:
+                self._ack_errors.append(None)
+        if self._ack_errors:
+            error = self._ack_errors.pop(0)
+            raise error if error is not None else await self._missing()
