@@ -369,6 +369,25 @@ class _Consumer(Generic[T]):
             self.drop_received(cid)  # in hand: acknowledged, as after receive()
         return deliveries
 
+    def many_ids(self, n: int) -> tuple[str, list[bytes]]:
+        """What ``many(n)`` takes (reliable mode), as this consumer's id and the delivery
+        numbers only, for a reader whose own script settles them; no Delivery is made, nor is
+        any put in task_done()'s line. Only where the items need no loading (``plain``: nothing
+        to deserialize or verify, so nothing to dead-letter here)."""
+        if not (self.plain and self.options.reliable):
+            raise ValueError("many_ids() is for a reliable handle of stored payloads ('bytes', FIFO)")
+        cid, result = self.queued("many", n)
+        ids: list[bytes] = []
+        for entry in result:
+            seq, deliveries, _ = entry.split(b":", 2)
+            ids.append(seq)
+            if deliveries != b"1":
+                _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                           "(delivery %s)", self.name, seq.decode(), int(deliveries), queue=self.name,
+                           key=self.keys.base, delivery=seq.decode(), deliveries=int(deliveries), consumer=cid)
+        self.last_received[cid] = [i.decode() for i in ids]
+        return cid, ids
+
     def queued(self, mode: str, n: int, keep: bool = False) -> tuple[str, list[bytes]]:
         """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as
         (this consumer's id, the reply); the reply is [] if there are none (or another

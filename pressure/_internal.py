@@ -114,6 +114,17 @@ class Internal(Generic[T]):
             consumer.unacked.clear()
         return got
 
+    def receive_ids(self, n: int) -> tuple[str, list[bytes]]:
+        """``receive_many(n, track=False)`` for a reader whose own script settles what it takes
+        (QueueLog's log_append), on a reliable handle: (the consumer id, the delivery numbers).
+        With serializer 'bytes' on a FIFO queue and no authkey no Delivery is made; otherwise
+        it is receive_many (an item whose signature is bad is dead-lettered and left out)."""
+        consumer = self._queue._consumer
+        if consumer.plain:
+            return consumer.many_ids(n)
+        got = self.receive_many(n, track=False)
+        return (got[0].consumer if got else consumer.id()), [d.id.encode() for d in got]
+
     def receive(self, timeout: float | None, interrupt: Callable[[], bool]) -> Delivery[T]:
         """``queue.receive(timeout=timeout)``, except that the wait also ends (Empty) once
         ``interrupt()`` is true when it is woken: by ``wake_waiter`` (another process's), a

@@ -387,8 +387,8 @@ LOG_APPEND = Script("log_append", lambda inflight, log, tail, producer, logs: (i
                     ("group",), more_argv="deliveries")
 #: keys: the log and its committed number; the committed number after the call
 LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upto",))
-#: keys: the log; a range of it as three strings (entries' numbers, items, producers)
-LOG_READ = Script("log_read", lambda log: (log,), ("first", "last", "count"))
+#: keys: the log and its committed number; the committed number, then the chunks holding a range
+LOG_READ = Script("log_read", lambda log, committed: (log, committed), ("first", "last", "count"))
 
 #: Every binding above, for the check against the scripts' headers: those whose fixed KEYS
 #: come from a ``QueueKeys``, and the others.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import DeserializationError, SerializationError
@@ -46,6 +47,15 @@ class PickleSerializer:
         return pickle.loads(data)
 
 
+#: The C scanner ``json.loads`` parses with (a default decoder's), called directly by
+#: ``JsonSerializer.loads`` where it gives what ``json.loads`` gives.
+_json_scan: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")
+#: The first bytes of a JSON text with no leading whitespace, none of them a NUL or the first
+#: byte of a byte-order mark: ``json.loads`` reads such bytes (unless the second is a NUL) as
+#: UTF-8 with 'surrogatepass', as ``JsonSerializer.loads`` then does.
+_JSON_START = frozenset(b'"{[tfn-0123456789')
+
+
 class JsonSerializer:
     """Compact UTF-8 JSON."""
 
@@ -55,6 +65,18 @@ class JsonSerializer:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
     def loads(self, data: bytes) -> Any:
+        """``json.loads(data)``, about five times faster for a small item: a UTF-8 text that
+        starts with its value and ends with it goes to the scanner ``json.loads`` ends in,
+        without the steps that find the encoding and skip whitespace; anything else (another
+        encoding, whitespace around the value, an error) goes to ``json.loads`` itself."""
+        if type(data) is bytes and data and data[0] in _JSON_START and (len(data) < 2 or data[1]):
+            try:
+                text = data.decode("utf-8", "surrogatepass")
+                obj, end = _json_scan(text, 0)
+            except Exception:  # noqa: BLE001 - json.loads says what, as it always did
+                return json.loads(data)
+            if end == len(text):
+                return obj
         return json.loads(data)
 
 

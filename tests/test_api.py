@@ -151,6 +151,31 @@ def test_serializers_round_trip(any_queue: Any, serializer: str, item: Any) -> N
     assert q.get() == item
 
 
+_JSON_ODD = [b'"x"', b"1", b"-0", b"1e400", b"NaN", b"-Infinity", b"123456789012345678901234567890",
+             b'{"a":1,"a":2}', b'"\\ud800"', '"\ud800"'.encode("utf-8", "surrogatepass"),
+             b' "x"', b'"x" ', b'"x"\n', b'"x"x', b'"x" "y"', b"", b"  ", b"[1,", b"\xff", b'"\xff"',
+             b'\xef\xbb\xbf"x"', '"x"'.encode("utf-16"), '"x"'.encode("utf-16-le"), '"ab"'.encode("utf-16-le"),
+             '"x"'.encode("utf-32-le"), b"1\x00", b"[" * 100_000 + b"]" * 100_000, b'"\x01"',
+             b'{"k":[1,2.5,true,false,null,"\xc3\xbc"]}', b"tru", b"nul", b"0x10", b"01"]
+
+
+@pytest.mark.parametrize("data", _JSON_ODD, ids=range(len(_JSON_ODD)))
+def test_json_serializer_loads_as_json_loads(data: bytes) -> None:
+    """The 'json' serializer's fast loads gives what json.loads gives, or raises what it raises,
+    for whatever bytes: other encodings, byte-order marks, whitespace, trailing data, NaN,
+    surrogates, big numbers, bad UTF-8, nesting beyond the recursion limit."""
+    import json
+
+    def outcome(loads: Any) -> Any:
+        try:
+            value = loads(data)
+        except BaseException as exc:  # noqa: BLE001 - the kind of error is what is compared
+            return type(exc), str(exc)
+        return "ok", repr(value), type(value)
+
+    assert outcome(pressure.serializers.JsonSerializer().loads) == outcome(json.loads)
+
+
 def test_bytes_serializer_stores_bytes_untouched(any_queue: Any) -> None:
     q = any_queue("raw", serializer="bytes")
     q.put(bytearray(b"abc"))

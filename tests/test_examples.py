@@ -343,7 +343,7 @@ def test_spark_bench(url: str, r: redis.Redis) -> None:
          "--spark-rounds", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     for row in ('df.write.format("pressure")', 'readStream.format("pressure")',
-                "baseline: foreachPartition"):
+                "baseline: foreachPartition", "a job per micro-batch", "a stream source reading nothing"):
         assert row in out.stdout
     assert r.keys("*pressure-bench-spark*") == []
 

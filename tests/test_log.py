@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import signal
@@ -15,7 +16,6 @@ import pytest
 import redis
 
 import pressure
-from pressure._internal import internal
 from pressure.spark.log import QueueLog
 
 from .helpers import assert_invariants
@@ -90,8 +90,9 @@ def test_a_fresh_create_drops_logs_a_spec_delete_left(make_queue: Any, url: str,
 
 
 def test_read_chunks_cut_items_of_any_bytes(make_queue: Any, url: str, prefix: str) -> None:
-    """log_read.lua's reply is three strings cut by lengths: items holding spaces, digits,
-    newlines or nothing come back whole, across chunks (2000 per round trip)."""
+    """log_read.lua hands back the log's chunks (a take's 1000 items each), which the reader
+    cuts by their lengths: items holding spaces, digits, newlines or nothing come back whole,
+    across chunks (4000 items per round trip) and from inside one."""
     q = make_queue("q", serializer="bytes")
     odd = [b"", b" ", b"1 2 3", b"\n\x00-0", "é".encode(), b"x" * 5000]
     items = [odd[i % len(odd)] + str(i).encode() * (i % 3) for i in range(4500)]
@@ -100,11 +101,12 @@ def test_read_chunks_cut_items_of_any_bytes(make_queue: Any, url: str, prefix: s
     log = QueueLog("q", "g", url=url, prefix=prefix)
     assert log.take(len(items)) == len(items)
     chunks = list(log.read_chunks(0, 4500))
-    assert [len(c) for c in chunks] == [2000, 2000, 500]
+    assert [len(c) for c in chunks] == [4000, 500]
     assert [p for c in chunks for p in c.payloads] == items
     assert [n for c in chunks for n in c.numbers] == list(range(1, 4501))
     entries = list(log.read(4000, 4500))
     assert [e.payload for e in entries] == items[4000:]
+    assert [e.payload for e in log.read(1498, 2503)] == items[1498:2503]  # three chunks, cut
     assert [e.seq for e in entries] == sorted(e.seq for e in entries)
     assert all(e.deliveries == 1 and e.producer == q.client_id and e.taken_at > 0 for e in entries)
     log.commit(2500)
@@ -166,4 +168,68 @@ def test_a_reader_killed_between_get_and_append_loses_nothing(make_queue: Any, u
         log.take(10)  # its sweep (at most once a second) recovers the dead reader's items
         time.sleep(0.2)
     assert sorted(pickle.loads(e.payload) for e in log.read(0, log.tail())) == [0, 1, 2, 3, 4]
+    assert q.in_flight() == [] and q.qsize() == 0
+
+
+def test_a_take_logs_a_chunk_per_round_trip(make_queue: Any, url: str, prefix: str,
+                                            r: redis.Redis) -> None:
+    """A take stores what each round trip logs as one stream entry, numbered by its last item,
+    so the server does no work per item when it is read: 2,500 items, three entries. A commit
+    inside a chunk keeps the chunk, but what it committed reads and buries as gone."""
+    q = make_queue("q", serializer="bytes")
+    for start in range(0, 2500, 1000):
+        q.put_many([b"%d" % i for i in range(start, min(start + 1000, 2500))])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert log.take(2500) == 2500
+    key = f"{q.keys.logs}:g"
+    assert [entry_id for entry_id, _ in r.xrange(key)] == [b"1000-0", b"2000-0", b"2500-0"]
+    log.commit(1500)
+    assert r.xlen(key) == 2  # 1001-2000 is half committed: kept
+    with pytest.raises(pressure.PressureError, match="no longer holds entry 1500"):
+        list(log.read(1499, 1600))
+    assert not log.bury(1200)
+    assert [e.payload for e in log.read(1500, 2010)] == [b"%d" % i for i in range(1500, 2010)]
+    assert log.bury(1501) and [d.payload for d in q.dead_letters()] == [b"1500"]  # item 1501
+    log.commit(2000)
+    assert [entry_id for entry_id, _ in r.xrange(key)] == [b"2500-0"]
+
+
+def test_a_log_of_an_entry_per_item_reads_on(make_queue: Any, url: str, prefix: str,
+                                            r: redis.Redis) -> None:
+    """A log written before chunks (an entry per item, fields i, s, d, t, p) reads, buries and
+    commits as before, and goes on with chunks: a query restarted on a newer pressure replays it."""
+    q = make_queue("q", serializer="bytes")
+    key = f"{q.keys.logs}:g"
+    for n in (1, 2, 3):
+        r.xadd(key, {"i": b"old %d" % n, "s": n + 10, "d": 1, "t": 1700000000000 + n, "p": "prod"},
+               id=f"{n}-0")
+    r.set(f"{key}:tail", 3)
+    r.sadd(q.keys.logs, "g")
+    q.put_many([b"new 4", b"new 5"])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert log.take(10) == 5
+    entries = list(log.read(0, 5))
+    assert [e.payload for e in entries] == [b"old 1", b"old 2", b"old 3", b"new 4", b"new 5"]
+    assert [e.seq for e in entries[:3]] == [11, 12, 13] and entries[1].taken_at == 1700000000.002
+    assert [e.producer for e in entries[:3]] == ["prod"] * 3
+    assert [c.numbers for c in log.read_chunks(1, 5)] == [range(2, 6)]
+    assert log.bury(2) and [d.payload for d in q.dead_letters()] == [b"old 2"]
+    log.commit(2)
+    assert [e.payload for e in log.read(2, 5)] == [b"old 3", b"new 4", b"new 5"]
+    assert r.xlen(key) == 2
+
+
+def test_a_take_counts_and_logs_redeliveries_as_a_get_does(make_queue: Any, url: str, prefix: str,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The log's take makes no Delivery (serializer 'bytes', FIFO, no authkey) and still logs
+    each redelivery, with its count in the entry."""
+    q = make_queue("q", reliable=True, serializer="bytes")
+    q.put_many([b"a", b"b"])
+    q.receive().release()  # 'a' is queued again, delivered once
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    with caplog.at_level(logging.INFO, logger="pressure"):
+        assert log.take(5) == 2
+    assert sorted((e.payload, e.deliveries) for e in log.read(0, 2)) == [(b"a", 2), (b"b", 1)]
+    (again,) = [rec for rec in caplog.records if getattr(rec, "event", None) == "redelivery"]
+    assert (again.deliveries, again.levelno) == (2, logging.INFO)  # type: ignore[attr-defined]
     assert q.in_flight() == [] and q.qsize() == 0

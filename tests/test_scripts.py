@@ -250,7 +250,7 @@ def _sources(binding: Any, kind: str) -> tuple[Any, ...]:
     return {"touch": (), "wake": (k,), "restore": (k.producer_free, k.producer), "submit": (e,), "claim": (e, inflight),
             "settle": (e, inflight), "cancel": (e,),
             "log_append": (k.inflight("c"), log, f"{log}:tail", k.producer, k.logs),
-            "log_commit": (log, f"{log}:committed"), "log_read": (log,)}[binding.name]
+            "log_commit": (log, f"{log}:committed"), "log_read": (log, f"{log}:committed")}[binding.name]
 
 
 def test_every_script_has_one_binding() -> None:

@@ -13,8 +13,15 @@ column: an 18-byte JSON string), in ``--spark-partitions`` partitions and batche
   the items into the group's log 1000 per round trip, whatever the batch size), from a
   queue filled beforehand, against the baseline: one task per partition sends ``RPOP key B``
   until it has its share, JSON-decodes each item and yields it as a row of a DataFrame
-  written to the ``noop`` sink (``mapPartitionsWithIndex`` + ``createDataFrame``);
-  and, for reference, the batch reader ``spark.read.format("pressure")`` the same way.
+  written to the ``noop`` sink (``mapPartitionsWithIndex`` + ``createDataFrame``), one such
+  job per ``--spark-stream-batch`` rows, one after the other, as the stream runs one
+  micro-batch after the other (issue 16's goal for the stream is >= 0.5x this baseline at
+  50,000 rows per micro-batch); the same baseline as one job for all the rows, against
+  which the batch reader ``spark.read.format("pressure")`` runs the same way (the stream's
+  ratio to it is printed too); and, as the ceiling of any Python stream source on the
+  machine, ``spark.readStream.format("pressure-bench-null")`` (``pressure.bench._spark_null``):
+  the same rows made in memory, no Redis, the same micro-batches and sink, so its time is
+  Spark's own (query start and stop, checkpoint and planning steps, Python workers, Arrow).
 
 A path's time runs from the job's (or query's) start until it returns, so it includes
 Spark's per-job (per-micro-batch) overhead; filling a queue or list before a read is not
@@ -42,7 +49,7 @@ from ..queue import Queue
 from ._harness import BenchConfig, fmt, print_lines, progress, ratio, render_table, unique_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 __all__ = [
     "SparkCase",
@@ -135,6 +142,11 @@ def _lpush_partition(url: str, key: str, batch: int, rows: Iterable[Row]) -> Non
         client.close()
 
 
+def _shares(rows: int, partitions: int) -> list[int]:
+    """``rows`` split among ``partitions`` as evenly as can be (the first ones one more)."""
+    return [rows // partitions + (1 if i < rows % partitions else 0) for i in range(partitions)]
+
+
 def _rpop_partition(url: str, key: str, batch: int, shares: list[int], index: int,
                     _: Iterable[Any]) -> Iterator[tuple[str]]:
     """The read baseline: ``RPOP key B`` until this partition has its share, decoded."""
@@ -185,27 +197,37 @@ def write_raw(spark: SparkSession, job: SparkJob) -> float:
         client.close()
 
 
-def read_stream_pressure(spark: SparkSession, job: SparkJob) -> float:
-    queue = _new_queue(job)
+def _run_stream(stream: DataFrame, job: SparkJob, key: str) -> float:
+    """Run the stream ``stream`` (a loaded streaming DataFrame) to the noop sink until it has
+    read what is there (``availableNow``); its time, from its start until it returns. Checks
+    it read ``job.rows`` rows and notes where its time went under ``key``."""
     checkpoint = tempfile.mkdtemp(prefix="checkpoint-", dir=job.tmp)
     try:
-        _fill_queue(queue, job.rows)
         began = time.monotonic()
-        query = (spark.readStream.format("pressure").option("url", job.url)
-                 .option("serializer", "json").option("maxRowsPerBatch", str(job.stream_batch))
-                 .option("numPartitions", str(job.partitions)).schema("value string").load(queue.name)
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+        query = (stream.writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         took = time.monotonic() - began
-        _check("stream", sum(int(p["numInputRows"]) for p in query.recentProgress), job.rows)
-        job.notes["read-stream"] = _stream_split(took, query.recentProgress)
+        _check(key, sum(int(p["numInputRows"]) for p in query.recentProgress), job.rows)
+        job.notes[key] = _stream_split(took, query.recentProgress)
+        return took
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def read_stream_pressure(spark: SparkSession, job: SparkJob) -> float:
+    queue = _new_queue(job)
+    try:
+        _fill_queue(queue, job.rows)
+        took = _run_stream(
+            spark.readStream.format("pressure").option("url", job.url).option("serializer", "json")
+            .option("maxRowsPerBatch", str(job.stream_batch)).option("numPartitions", str(job.partitions))
+            .schema("value string").load(queue.name), job, "read-stream")
         _check("queue left", queue.qsize(), 0)
         return took
     finally:
         queue.delete()  # the group's log included
         queue.disconnect()
-        shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 def _stream_split(took: float, progress: Sequence[Any]) -> str:
@@ -238,16 +260,21 @@ def read_batch_pressure(spark: SparkSession, job: SparkJob) -> float:
         queue.disconnect()
 
 
-def read_raw(spark: SparkSession, job: SparkJob) -> float:
+def _rpop_job(spark: SparkSession, job: SparkJob, key: str, rows: int) -> None:
+    """One Spark job: ``rows`` rows popped from ``key`` by the partitions, to the noop sink."""
+    rdd = spark.sparkContext.parallelize(range(job.partitions), job.partitions).mapPartitionsWithIndex(
+        functools.partial(_rpop_partition, job.url, key, job.batch, _shares(rows, job.partitions)))
+    spark.createDataFrame(rdd, "value string").write.format("noop").mode("overwrite").save()
+
+
+def _read_raw(spark: SparkSession, job: SparkJob, per_job: int) -> float:
+    """The read baseline: a list of ``job.rows`` items popped by jobs of ``per_job`` rows."""
     key = unique_name("spark-raw")
-    shares = [job.rows // job.partitions + (1 if i < job.rows % job.partitions else 0)
-              for i in range(job.partitions)]
     try:
         _fill_list(job.url, key, job.rows)
         began = time.monotonic()
-        rdd = spark.sparkContext.parallelize(range(job.partitions), job.partitions).mapPartitionsWithIndex(
-            functools.partial(_rpop_partition, job.url, key, job.batch, shares))
-        spark.createDataFrame(rdd, "value string").write.format("noop").mode("overwrite").save()
+        for done in range(0, job.rows, per_job):
+            _rpop_job(spark, job, key, min(per_job, job.rows - done))
         took = time.monotonic() - began
         client = redis.Redis.from_url(job.url)
         try:
@@ -257,6 +284,25 @@ def read_raw(spark: SparkSession, job: SparkJob) -> float:
         return took
     finally:
         _delete_list(job.url, key)
+
+
+def read_raw(spark: SparkSession, job: SparkJob) -> float:
+    """The read baseline in one job."""
+    return _read_raw(spark, job, job.rows)
+
+
+def read_raw_micro_batches(spark: SparkSession, job: SparkJob) -> float:
+    """The read baseline in a job per ``stream_batch`` rows: the stream's micro-batches."""
+    return _read_raw(spark, job, job.stream_batch)
+
+
+def read_stream_null(spark: SparkSession, job: SparkJob) -> float:
+    """The ceiling: a Python stream source that makes the rows in memory (no Redis)."""
+    from ._spark_null import NAME
+
+    return _run_stream(spark.readStream.format(NAME).option("rows", str(job.rows))
+                       .option("batch", str(job.stream_batch)).option("partitions", str(job.partitions))
+                       .load(), job, "read-stream-null")
 
 
 # -- the section -----------------------------------------------------------------------
@@ -278,8 +324,11 @@ def make_cases() -> list[SparkCase]:
         SparkCase("write-raw", 'write  baseline: foreachPartition, LPUSH xB', write_raw),
         SparkCase("write", 'write  df.write.format("pressure")', write_pressure, "write-raw"),
         SparkCase("read-raw", "read   baseline: mapPartitions, RPOP B -> noop", read_raw),
+        SparkCase("read-raw-mb", "read   baseline as above, a job per micro-batch", read_raw_micro_batches),
         SparkCase("read-stream", 'read   readStream.format("pressure") -> noop', read_stream_pressure,
-                  "read-raw"),
+                  "read-raw-mb"),
+        SparkCase("read-stream-null", "read   ceiling: a stream source reading nothing", read_stream_null,
+                  "read-raw-mb"),
         SparkCase("read-batch", 'read   read.format("pressure") -> noop', read_batch_pressure,
                   "read-raw"),
     ]
@@ -318,6 +367,9 @@ def _session() -> SparkSession:
                .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     pressure_spark.register(session)
+    from ._spark_null import NullSource
+
+    session.dataSource.register(NullSource)
     return session
 
 
@@ -385,12 +437,17 @@ def print_spark_report(results: list[SparkResult], config: BenchConfig) -> None:
     """The Spark section: settings, table, errors."""
     print()
     print(f"spark: {config.spark_rows:,} rows (18-B JSON strings) in {config.spark_partitions} "
-          f"partitions, batches of {config.spark_batch}, local[2]; the stream reader plans "
-          f"{config.spark_stream_batch:,} rows per micro-batch; best of {config.spark_rounds} "
-          f"rounds after a warm-up run")
+          f"partitions, batches of {config.spark_batch}, local[2]; the stream readers plan, and "
+          f"the micro-batch baseline pops, {config.spark_stream_batch:,} rows per micro-batch; "
+          f"best of {config.spark_rounds} rounds after a warm-up run")
     print_lines(format_spark_table(results))
     notes = [f"  - {r.case.label.split(maxsplit=1)[1]}, best round: {r.note}"
              for r in results if r.note and not r.error]
+    by = {r.case.key: r for r in results}
+    stream, one_job = by.get("read-stream"), by.get("read-raw")
+    if stream and one_job and stream.rows_per_s and one_job.rows_per_s:
+        notes.append(f"  - the stream against the read baseline in one job: "
+                     f"{fmt(ratio(stream.rows_per_s, one_job.rows_per_s), 2, 'x')}")
     if notes:
         print_lines(notes, "where the time went:")
     errors = [f"  - {r.case.label}: {r.error}" for r in results if r.error]

@@ -1,13 +1,19 @@
 -- Move deliveries from a consumer's in-flight list into a replayable log, in
--- the order given, atomically: each becomes the log's next entry. The log is
--- a stream whose entry ids are '<n>-0', n counting 1, 2, 3... per log (a
--- consumer group of its own: pressure/log.py). An id no longer in flight (its
--- visibility timeout passed and it was requeued) is skipped: it is queued
--- again, not lost, and not logged twice.
+-- the order given, atomically, as the log's next entries. The log is a stream
+-- (pressure/spark/log.py) whose items are numbered 1, 2, 3... per log; one call
+-- appends them as one stream entry, a chunk, whose id is '<n>-0' for n the
+-- number of its last item (a chunk of c items holds n - c + 1 .. n, so the
+-- trim of a commit, XTRIM MINID, drops exactly the chunks committed whole), with
+-- the fields, in this order: 'n' (c), 'l', 's', 'd', 't' (each item's length,
+-- delivery number, deliveries and taken-at ms, space-separated), 'p' (the
+-- producer) and 'i' (the items, concatenated). A log written before chunks holds
+-- an entry per item ('<n>-0': fields i, s, d, t, p); log_read.lua reads both. An
+-- id no longer in flight (its visibility timeout passed and it was requeued) is
+-- skipped: it is queued again, not lost, and not logged twice.
 -- KEYS[1] - the consumer's in-flight list (:pressure:inflight:<id>)
 -- KEYS[2] - the log (a stream: :pressure:logs:<group>)
 -- KEYS[3] - the log's tail, the last number given (:pressure:logs:<group>:tail)
--- KEYS[4] - :producer (the last producer, recorded with each entry)
+-- KEYS[4] - :producer (the last producer, recorded with each chunk)
 -- KEYS[5] - :pressure:logs (a set: the groups that have a log, removed with the queue)
 -- ARGV[1] - the group's name
 -- ARGV[2..] - delivery numbers, in the order to log them
@@ -18,23 +24,32 @@ local group = ARGV[1]
 local wanted = {}
 for i = 2, #ARGV do wanted[ARGV[i]] = true end
 -- one pass over the in-flight list: what is wanted is logged, the rest is kept in order
-local held, kept = {}, {}
+local deliveries, times, items, kept = {}, {}, {}, {}
 for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
-  local seq = string.match(entry, '^([^:]*):')
-  if seq and wanted[seq] and not held[seq] then held[seq] = entry else table.insert(kept, entry) end
+  local seq, count, ms, at = string.match(entry, '^([^:]*):([^:]*):([^:]*):()')
+  if seq and wanted[seq] and not items[seq] then
+    deliveries[seq], times[seq], items[seq] = count, ms, string.sub(entry, at)
+  else
+    kept[#kept + 1] = entry
+  end
+end
+local chunk, lengths, seqs, counts, stamps = {}, {}, {}, {}, {}
+local c = 0
+for i = 2, #ARGV do
+  local seq = ARGV[i]
+  local item = items[seq]
+  if item then
+    items[seq] = nil
+    c = c + 1
+    chunk[c], lengths[c], seqs[c], counts[c], stamps[c] = item, #item, seq, deliveries[seq], times[seq]
+  end
 end
 local tail = tonumber(redis.call('GET', tail_key) or '0')
-local producer = redis.call('GET', producer_key) or ''
-for i = 2, #ARGV do
-  local entry = held[ARGV[i]]
-  if entry then
-    held[ARGV[i]] = nil
-    local seq, deliveries, ms = string.match(entry, '^([^:]*):([^:]*):([^:]*):')
-    local item = string.sub(entry, #seq + #deliveries + #ms + 4)
-    tail = tail + 1
-    redis.call('XADD', log, tail .. '-0', 'i', item, 's', seq, 'd', deliveries, 't', ms,
-               'p', producer)
-  end
+if c > 0 then
+  tail = tail + c
+  redis.call('XADD', log, tail .. '-0', 'n', c, 'l', table.concat(lengths, ' '),
+             's', table.concat(seqs, ' '), 'd', table.concat(counts, ' '), 't', table.concat(stamps, ' '),
+             'p', redis.call('GET', producer_key) or '', 'i', table.concat(chunk))
 end
 rewrite_list(inflight, kept)
 redis.call('SET', tail_key, tail)

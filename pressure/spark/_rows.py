@@ -120,6 +120,11 @@ class Decoder:
         self._serializer_name = serializer
 
     @property
+    def metadata(self) -> list[str]:
+        """The metadata columns of the schema (``_seq``, ``_deliveries``, ``_producer``)."""
+        return list(self._metadata)
+
+    @property
     def wants_producer(self) -> bool:
         """Whether the schema has a ``_producer`` column (reading it costs a round trip)."""
         return "_producer" in self._metadata

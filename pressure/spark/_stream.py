@@ -43,6 +43,9 @@ __all__ = ["StreamReader"]
 
 logger = logging.getLogger("pressure.spark")
 
+#: The LogChunk column of each metadata column.
+_METADATA = {"_seq": "seqs", "_deliveries": "deliveries", "_producer": "producers"}
+
 
 def _log(opts: SourceOptions) -> QueueLog:
     return QueueLog._from_config(opts.name, opts.group, opts.config, prefix=opts.prefix,
@@ -160,11 +163,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log = _log(self._opts)
         decode = Decoder(self._schema, self._opts.serializer, payload_signer(self._opts))
         arrow = arrow_schema(self._schema)
+        wanted = decode.metadata
         try:
             for chunk in log.read_chunks(after, upto):
-                try:
+                try:  # the metadata columns the schema has, only those parsed
                     columns = decode.columns(chunk.payloads, {
-                        "_seq": chunk.seqs, "_deliveries": chunk.deliveries, "_producer": chunk.producers})
+                        name: getattr(chunk, _METADATA[name]) for name in wanted})
                 except Exception:  # noqa: BLE001 - the rows one by one say which, and how
                     columns = self._rows_one_by_one(log, decode, chunk)
                 if arrow is not None:

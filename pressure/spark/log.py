@@ -15,14 +15,20 @@ the process is seen dead on its host, else after the visibility timeout): an
 item is either in the queue, in flight, or in the log, never lost and never in
 two of them. The log lives beside the queue (``<base>:pressure:logs:<group>``,
 a stream) and goes when the queue is deleted.
+
+Each ``log_append.lua`` call stores what it logs as one stream entry, a chunk (up to
+1000 items: their lengths, delivery numbers, deliveries and times as text, the items
+concatenated), and ``log_read.lua`` hands chunks back as they are stored: the server
+does no work per item, and a reader cuts the chunks itself. A log written when there
+was an entry per item reads the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
-from typing import Any
+from itertools import accumulate, repeat
+from typing import Any, NamedTuple
 
 import redis
 
@@ -39,8 +45,8 @@ __all__ = ["LogChunk", "LogEntry", "QueueLog"]
 
 #: Items per round trip taken into the log (get.lua returns at most 1000 at once).
 _CHUNK = 1000
-#: Entries per round trip read from the log (log_read.lua: one reply of three strings).
-_READ_CHUNK = 2000
+#: Items per round trip read from the log (log_read.lua adds no chunk once it has this many).
+_READ_ENOUGH = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +68,65 @@ class LogEntry:
     producer: str
 
 
-@dataclass(frozen=True, slots=True)
-class LogChunk:
-    """Consecutive logged items, as columns (what ``LogEntry`` holds, one list per field)."""
+class _Part(NamedTuple):
+    """The items ``start`` to ``stop`` (as slice bounds) of a chunk of the log: the text of
+    its metadata columns (space-separated numbers) and its producer."""
 
-    numbers: range
-    payloads: list[bytes]
-    seqs: list[int]
-    deliveries: list[int]
-    #: When each was taken, in milliseconds (Unix time, the server's clock).
-    taken_ms: list[int]
-    producers: list[str]
+    start: int
+    stop: int
+    seqs: bytes
+    deliveries: bytes
+    taken_ms: bytes
+    producer: bytes
+
+
+class LogChunk:
+    """Consecutive logged items, as columns (what ``LogEntry`` holds, one list per field).
+    The metadata columns are parsed when first asked for: a reader that wants only the
+    payloads never pays for them."""
+
+    __slots__ = ("numbers", "payloads", "_parts", "_parsed")
+
+    def __init__(self, numbers: range, payloads: list[bytes], parts: list[_Part]) -> None:
+        self.numbers = numbers
+        self.payloads = payloads
+        self._parts = parts
+        self._parsed: dict[str, list[Any]] = {}
+
+    def _ints(self, field: str) -> list[int]:
+        column = self._parsed.get(field)
+        if column is None:
+            column = []
+            for part in self._parts:
+                column += list(map(int, getattr(part, field).split()))[part.start:part.stop]
+            self._parsed[field] = column
+        return column
+
+    @property
+    def seqs(self) -> list[int]:
+        """The queue's delivery number of each item when it was taken."""
+        return self._ints("seqs")
+
+    @property
+    def deliveries(self) -> list[int]:
+        """How many times each item had been delivered, that time included."""
+        return self._ints("deliveries")
+
+    @property
+    def taken_ms(self) -> list[int]:
+        """When each was taken, in milliseconds (Unix time, the server's clock)."""
+        return self._ints("taken_ms")
+
+    @property
+    def producers(self) -> list[str]:
+        """The queue's producer when each was taken (see ``LogEntry.producer``)."""
+        column = self._parsed.get("producers")
+        if column is None:
+            column = []
+            for part in self._parts:
+                column += repeat(part.producer.decode(errors="replace"), part.stop - part.start)
+            self._parsed["producers"] = column
+        return column
 
     def __len__(self) -> int:
         return len(self.numbers)
@@ -174,12 +228,12 @@ class QueueLog:
         left = n
         while left > 0:
             # acknowledged by log_append, not by task_done: left out of its line
-            got = link.receive_many(min(left, _CHUNK), track=False)
+            cid, got = link.receive_ids(min(left, _CHUNK))
             if not got:
                 break
-            tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(got[0].consumer), self._log,
+            tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(cid), self._log,
                                                                 self._tail_key, k.producer, k.logs),
-                                LOG_APPEND.check((self._group, *(d.id for d in got)))))
+                                LOG_APPEND.check((self._group, *got))))
             left -= len(got)
         if tail is None:  # nothing queued (a queue that is gone raised QueueDoesNotExist)
             return self.tail()
@@ -192,29 +246,37 @@ class QueueLog:
             yield from chunk.entries()
 
     def read_chunks(self, after: int, upto: int) -> Iterator[LogChunk]:
-        """What ``read`` reads, a chunk of consecutive entries per round trip (the way to read
-        many: a few list operations per chunk, not a dozen reply elements per entry)."""
+        """What ``read`` reads, a ``LogChunk`` of consecutive entries per round trip (the way to
+        read many: the log's chunks come as they are stored, a few strings per 1000 items)."""
         if upto <= after:
             return
         link = internal(self._queue)
         unwrap = link.unwrap
-        keys = LOG_READ.keys(self._log)
+        keys = LOG_READ.keys(self._log, self._committed_key)
         expected = after + 1
         while expected <= upto:
-            meta_raw, items, producers = link.run(
-                LOG_READ.name, keys, LOG_READ.check((expected, upto, _READ_CHUNK)), mutating=False)
-            meta = list(map(int, meta_raw.split()))
-            numbers = range(expected, expected + len(meta) // 6)
-            if not numbers or meta[0::6] != list(numbers):
-                break  # the next one expected is gone (committed): said below
-            payloads = _slices(items, meta[4::6])
+            reply = link.run(LOG_READ.name, keys, LOG_READ.check((expected, upto, _READ_ENOUGH)),
+                             mutating=False)
+            if int(reply[0]) >= expected:
+                break  # committed: said below
+            first = expected
+            payloads: list[bytes] = []
+            parts: list[_Part] = []
+            for at in range(1, len(reply), 7):
+                last, lengths, seqs, deliveries, taken_ms, producer, items = reply[at:at + 7]
+                sizes = list(map(int, lengths.split()))
+                begin = int(last) - len(sizes) + 1  # the number of the chunk's first item
+                if begin > expected:
+                    break  # the next one expected is gone (the queue was deleted): said below
+                start, stop = expected - begin, min(int(last), upto) - begin + 1
+                payloads += _slices(items, sizes)[start:stop]
+                parts.append(_Part(start, stop, seqs, deliveries, taken_ms, producer))
+                expected = begin + stop
+            if not parts:
+                break
             if not self._queue._STORES_PAYLOADS:
                 payloads = list(map(unwrap, payloads))
-            raw = _slices(producers, meta[5::6])
-            names = {p: p.decode(errors="replace") for p in set(raw)}  # mostly one producer
-            yield LogChunk(numbers, payloads, meta[1::6], meta[2::6], meta[3::6],
-                           list(map(names.__getitem__, raw)))
-            expected = numbers.stop
+            yield LogChunk(range(first, expected), payloads, parts)
         if expected <= upto:
             raise PressureError(
                 f"log {self._group!r} of queue {self._name!r} no longer holds entry {expected} "
@@ -224,15 +286,21 @@ class QueueLog:
         """Copy entry ``number`` to the queue's dead-letter list (see ``Queue.dead_letters``),
         once however often it is buried: for an item no reader can use, which a stream must
         step over. False if the log no longer holds it."""
-        call = internal(self._queue).call
-        found = call("XRANGE", "xrange", self._log, f"{number}-0", f"{number}-0")
-        if not found:
+        link = internal(self._queue)
+        reply = link.run(LOG_READ.name, LOG_READ.keys(self._log, self._committed_key),
+                         LOG_READ.check((number, number, 1)), mutating=False)
+        if int(reply[0]) >= number or len(reply) < 8:
+            return False  # committed (its chunk may be there still, with later ones), or gone
+        last, lengths, seqs, deliveries, taken_ms, _, items = reply[1:8]
+        sizes = list(map(int, lengths.split()))
+        at = number - (int(last) - len(sizes) + 1)
+        if at < 0:
             return False
-        fields = found[0][1]
-        entry = b":".join((fields[b"s"], fields[b"d"], fields[b"t"], fields[b"i"]))
+        item = _slices(items, sizes)[at]  # as the queue stores it
         dead = self._queue.keys.dead
-        if call("LPOS", "lpos", dead, entry) is None:
-            call("LPUSH", "lpush", dead, entry, mutating=True)
+        entry = b":".join((seqs.split()[at], deliveries.split()[at], taken_ms.split()[at], item))
+        if link.call("LPOS", "lpos", dead, entry) is None:
+            link.call("LPUSH", "lpush", dead, entry, mutating=True)
         return True
 
     def commit(self, upto: int) -> int:
