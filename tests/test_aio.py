@@ -87,6 +87,29 @@ def test_basic_surface(url: str, prefix: str, r: redis.Redis) -> None:
     _check(r, url, prefix)
 
 
+def test_a_server_that_cannot_be_reached_raises_backend_error_and_the_handle_recovers(prefix: str) -> None:
+    """With its server down, a call that needs a new connection (the pool connects it while
+    handing it out) raised redis-py's own ConnectionError, not pressure's BackendError (on a
+    cluster that also kept the handle on a dead master: see test_cluster_tools). Every call
+    says BackendError; once the server is back on its port, the same handle works again."""
+    from pressure.testing import RedisServer
+
+    async def main(server: RedisServer) -> None:
+        async with AsyncQueue("down", url=server.url, prefix=prefix) as q:
+            await q.put(1)
+            server.kill()
+            for call in (lambda: q.put(2), lambda: q.qsize(), lambda: q.put_many([3, 4])):
+                for _ in range(2):  # the first may be OutcomeUnknown (a pooled connection, sent)
+                    with pytest.raises(pressure.BackendError):
+                        await call()
+            server.restart()  # (no persistence: the queue is gone with the old server's memory)
+            with pytest.raises(pressure.QueueDoesNotExist):
+                await q.put(5)
+
+    with RedisServer() as server:
+        asyncio.run(main(server))
+
+
 def test_blocking_get_is_woken_by_a_put(url: str, prefix: str, r: redis.Redis) -> None:
     async def main() -> None:
         async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:

@@ -293,7 +293,7 @@ class _Link:
 
     async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True) -> Any:
         """A script call (packed) on a pool connection. Not shielded."""
-        return await self._pooled(lambda conn: self.script_on(conn, name, data, mutating=mutating))
+        return await self._pooled(f"script {name}", lambda conn: self.script_on(conn, name, data, mutating=mutating))
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Any], *,
                   mutating: bool = True) -> Any:
@@ -309,26 +309,38 @@ class _Link:
             (reply,) = await self.exchange(conn, [data], 1, what, mutating)
             return reply
 
-        return self.check(await self.shielded(self._pooled(one)), what, mutating)
+        return self.check(await self.shielded(self._pooled(what, one)), what, mutating)
 
-    async def _pooled(self, work: Any) -> Any:
+    async def _pooled(self, what: str, work: Any) -> Any:
+        """``await work(conn)`` with a pool connection. Connecting is part of taking one (the
+        pool connects it): a failure there sent nothing, so it is a BackendError, and on a
+        Redis Cluster it points the handle at the slot's new master, as a failure to send
+        does. Sent again while the command did not run for such a reason (a new master, or a
+        server that refuses for now), for up to ``refused_for`` seconds."""
         deadline = None
         pause = _FIRST_PAUSE
         while True:
             await self.ensure_owner()
             pool = self.client().connection_pool
-            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
             try:
-                return await work(conn)
-            except _Rerouted as rerouted:  # on a cluster: it did not run; again on the new master
-                now = asyncio.get_running_loop().time()
-                deadline = now + self.refused_for if deadline is None else deadline
-                if now >= deadline:
-                    self.errors.raise_error(rerouted.error, "a command", False)
-                await asyncio.sleep(min(pause, deadline - now))
-                pause = min(2 * pause, _LAST_PAUSE)
-            finally:
-                await pool.release(conn)
+                conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+            except redis.RedisError as exc:  # not connected (the pool took it back): nothing sent
+                if not (self.reroute(exc) or refused_for_now(exc)):
+                    self.errors.raise_error(exc, what, False)
+                error: redis.RedisError = exc
+            else:
+                try:
+                    return await work(conn)
+                except _Rerouted as rerouted:  # on a cluster: it did not run; again on the new master
+                    error = rerouted.error
+                finally:
+                    await pool.release(conn)
+            now = asyncio.get_running_loop().time()
+            deadline = now + self.refused_for if deadline is None else deadline
+            if now >= deadline:
+                self.errors.raise_error(error, what, False)
+            await asyncio.sleep(min(pause, deadline - now))
+            pause = min(2 * pause, _LAST_PAUSE)
 
     async def close(self) -> None:
         """Wait for what cancelled callers left running, then close the pool (never a client

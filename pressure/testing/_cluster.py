@@ -188,6 +188,19 @@ class ClusterTopology:
                    or c.info("replication").get("master_link_status") == "up",
                    time.monotonic() + timeout, "a replica did not sync")
 
+    def wait_copied(self, master: RedisServer, timeout: float = 10.0) -> None:
+        """Wait (WAIT) until every replica of ``master`` has acknowledged all of its writes, as
+        before killing it in a test that needs them on the promoted replica (replication is
+        asynchronous: a master killed at once may take its last writes with it)."""
+        replicas = len(self.replicas_of(master))
+        client = _client(master)
+        try:
+            copied = int(client.execute_command("WAIT", replicas, int(timeout * 1000)))
+        finally:
+            client.close()
+        if copied < replicas:
+            raise ServerUnavailable(f"{copied} of {replicas} replicas of {master.port} acknowledged its writes")
+
     # -- moving slots and masters ---------------------------------------------------------
 
     def migrate_slot(self, slot: int, target: RedisServer, *, pause: float = 0.0,
