@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable, MutableSequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import redis
 
@@ -108,11 +109,42 @@ def _answered(ack_errors: list[Exception | None], reply: Any) -> bool:
     is gone). (The sync handles' and AsyncQueue's posted acknowledgements alike.)"""
     if not (isinstance(reply, list) and len(reply) == 2):
         return False
-    if reply[1] == AckStatus.TOO_MANY:
-        ack_errors.append(ValueError("task_done() called too many times"))
-    elif reply[1] == AckStatus.NO_QUEUE:
-        ack_errors.append(None)  # the queue is gone: _missing() then
+    _note_ack_status(ack_errors, reply[1])
     return True
+
+
+def _note_ack_status(ack_errors: list[Exception | None], unfinished: int) -> None:
+    """Keep the error ack.lua's count answer says, if any, in ``ack_errors``."""
+    if unfinished == AckStatus.TOO_MANY:
+        ack_errors.append(ValueError("task_done() called too many times"))
+    elif unfinished == AckStatus.NO_QUEUE:
+        ack_errors.append(None)  # the queue is gone: _missing() then
+
+
+class _Acknowledged(Protocol):
+    _unsure: bool
+
+
+def _posted_ack_check(delivery: _Acknowledged, posted: MutableSequence[Any], owed: MutableSequence[Any],
+                      ack_errors: list[Exception | None], loaded: set[str], name: str) -> Callable[[Any], None]:
+    """The check of a posted acknowledgement's reply (no I/O: it runs in the middle of
+    another command's exchange): ``delivery`` leaves ``posted``; an answer is read
+    (``_answered``); none (lost with the connection: it may have run; refused: it did not)
+    puts the delivery in doubt and in ``owed``, sent again by the next call in ack.lua's exact
+    form; a NOSCRIPT takes script ``name`` off ``loaded``. (Sync handles and AsyncQueue.)"""
+    def check(reply: Any) -> None:
+        try:
+            posted.remove(delivery)
+        except ValueError:
+            pass
+        if _answered(ack_errors, reply):
+            return
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            loaded.discard(name)
+        delivery._unsure = True
+        owed.append(delivery)
+
+    return check
 
 
 class Reliability(Generic[T]):
@@ -222,20 +254,8 @@ class Reliability(Generic[T]):
         delivery is still in flight and is redelivered: at least once, never lost."""
         consumer = self._consumer
         backend = self._backend
-        name = self._ack_command.name
-
-        def check(reply: Any) -> None:  # called in the middle of another command: no I/O
-            try:
-                consumer.posted.remove(delivery)
-            except ValueError:
-                pass
-            if _answered(consumer.ack_errors, reply):
-                return
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                backend._loaded.discard(name)
-            delivery._unsure = True  # LOST, or refused: it may (LOST) or may not have run
-            consumer.owed.append(delivery)
-
+        check = _posted_ack_check(delivery, consumer.posted, consumer.owed, consumer.ack_errors,
+                                  backend._loaded, self._ack_command.name)
         consumer.posted.append(delivery)
         backend.post(self._ack_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1")), check)
 

@@ -28,7 +28,7 @@ from .. import _log
 from .._records import _parse_entry
 from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
 from ..connection import _script_sha, pack_command
-from ..reliable import _answered
+from ..reliable import _note_ack_status, _posted_ack_check
 from .._validate import Options
 from ..errors import BackendError, OutcomeUnknown
 from ..keys import QueueKeys
@@ -185,8 +185,8 @@ class _Settling(Generic[T]):
     async def _ack_counted(self, delivery: AsyncDelivery[T]) -> int:
         """Acknowledge ``delivery`` and count its task, waiting for the reply, exactly once
         across lost replies; what ack.lua says of the unfinished tasks."""
-        k, variant = self._keys, self._variant
-        keys = (*ACK.keys(k), k.inflight(delivery.consumer))
+        variant = self._variant
+        keys = self._ack_keys(delivery)
         try:
             _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check(
                 (delivery.id, "2" if delivery._unsure else "1")))
@@ -200,6 +200,9 @@ class _Settling(Generic[T]):
                 raise exc from exc.__cause__  # still unknown: task_done() again will tell
         return int(unfinished)
 
+    def _ack_keys(self, delivery: AsyncDelivery[T]) -> tuple[str, ...]:
+        return (*ACK.keys(self._keys), self._keys.inflight(delivery.consumer))
+
     def _post_ack(self, delivery: AsyncDelivery[T]) -> bool:
         """Send ``delivery``'s acknowledgement (ack.lua, counting its task) on the handle's get
         connection without waiting: the next get's exchange reads its reply first (one round
@@ -210,22 +213,9 @@ class _Settling(Generic[T]):
         name = ACK.name + self._variant
         if delivery._unsure or name not in self._link.loaded:
             return False
-        k = self._keys
-        keys = (*ACK.keys(k), k.inflight(delivery.consumer))
+        keys = self._ack_keys(delivery)
         command = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, delivery.id, "1")
-
-        def check(reply: Any) -> None:  # no I/O: called in the middle of an exchange
-            try:
-                self._posted.remove(delivery)
-            except ValueError:
-                pass
-            if _answered(self._ack_errors, reply):
-                return
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                self._link.loaded.discard(name)
-            delivery._unsure = True  # lost (it may have run) or refused: sent again, exactly
-            self._owed.append(delivery)
-
+        check = _posted_ack_check(delivery, self._posted, self._owed, self._ack_errors, self._link.loaded, name)
         if not self._post(command, check):
             return False
         self._posted.append(delivery)
@@ -254,10 +244,7 @@ class _Settling(Generic[T]):
                 self._owed.remove(delivery)
             except ValueError:
                 pass  # another call of this handle's settled it meanwhile
-            if unfinished == AckStatus.TOO_MANY:
-                self._ack_errors.append(ValueError("task_done() called too many times"))
-            elif unfinished == AckStatus.NO_QUEUE:
-                self._ack_errors.append(None)
+            _note_ack_status(self._ack_errors, unfinished)
         if self._ack_errors:
             error = self._ack_errors.pop(0)
             raise error if error is not None else await self._missing()
