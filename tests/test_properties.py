@@ -37,7 +37,7 @@ from hypothesis.stateful import (
 
 import pressure
 
-from .helpers import assert_invariants
+from .helpers import assert_invariants, fake_redis
 
 # Hypothesis keeps its example database (and a cache of constants) in <cwd>/.hypothesis: keep
 # both in the repository's own, git-ignored .hypothesis/ whatever directory pytest runs from.
@@ -430,10 +430,10 @@ def _real_redis(url: str) -> Callable[[str], tuple[redis.Redis, dict[str, Any]]]
 
 
 def _fakeredis() -> Callable[[str], tuple[redis.Redis, dict[str, Any]]]:
-    fakeredis = pytest.importorskip("fakeredis")
+    pytest.importorskip("fakeredis")
 
     def connect(prefix: str) -> tuple[redis.Redis, dict[str, Any]]:
-        conn = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+        conn = fake_redis()
         return conn, {"connection": conn}
 
     return connect
@@ -456,8 +456,7 @@ def test_model_on_redis(url: str) -> None:
 
 def _fakeredis_cannot(reliable: bool) -> str | None:
     """Why fakeredis cannot run the scripts the model uses (None if it can)."""
-    fakeredis = pytest.importorskip("fakeredis")
-    conn = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    conn = fake_redis()
     try:
         q: pressure.Queue[Any] = pressure.Queue("probe", 1, connection=conn, prefix="probe",
                                                 reliable=reliable, max_deliveries=2)
@@ -470,7 +469,7 @@ def _fakeredis_cannot(reliable: bool) -> str | None:
         q.shutdown(immediate=True)
     except pressure.PressureError as exc:
         text = str(exc).splitlines()[0]
-        # fakeredis without lupa has no EVALSHA; fakeredis 2.x's Lua has no redis.sha1hex
+        # fakeredis without lupa has no EVALSHA (fake_redis() adds the redis.sha1hex it lacks)
         if any(known in text.lower() for known in ("lupa", "unknown command", "sha1hex")):
             return f"{type(exc).__name__}: {text}"
         raise  # anything else is pressure's failure, not a fakeredis limitation
@@ -496,6 +495,6 @@ def test_model_on_fakeredis() -> None:
 def test_model_on_fakeredis_with_a_reliable_handle() -> None:
     problem = _fakeredis_cannot(reliable=True)
     if problem:
-        # fakeredis 2.x's Lua has no redis.sha1hex, which requeue.lua uses to keep delivery counts
+        # (fake_redis() gives fakeredis's Lua the redis.sha1hex it lacks; what else it cannot do)
         pytest.skip(f"fakeredis cannot run the reliable mode's scripts: {problem}")
     run_state_machine_as_test(_machine(_fakeredis(), "fakeredis_reliable"), settings=FAKE_SETTINGS)
