@@ -9,6 +9,7 @@ delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_de
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -143,6 +144,39 @@ def _posted_ack_check(delivery: _Acknowledged, posted: MutableSequence[Any], owe
             loaded.discard(name)
         delivery._unsure = True
         owed.append(delivery)
+
+    return check
+
+
+def _posted_count_check(counting: collections.deque[None], counts_owed: collections.deque[None],
+                        ack_errors: list[Exception | None], backend: Backend, loaded: set[str],
+                        name: str) -> Callable[[Any], None]:
+    """The check of a posted default-mode count's reply (ack.lua '-'; no I/O): one leaves
+    ``counting``; an answer is read (``_answered``); a count that did not run (NOSCRIPT, or
+    refused for now) is owed (``counts_owed``: counted again, waiting, by the next call); a
+    script that failed, or a reply lost with the connection (it may or may not have counted:
+    OutcomeUnknown, as a task_done() that waited would have raised), is an error the next
+    call raises (``ack_errors``). (Sync handles and AsyncQueue.)"""
+    def check(reply: Any) -> None:
+        try:
+            counting.popleft()
+        except IndexError:
+            pass
+        if _answered(ack_errors, reply):
+            return
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            loaded.discard(name)
+        if isinstance(reply, redis.exceptions.NoScriptError) or refused_for_now(reply):
+            counts_owed.append(None)  # it did not run: counted again
+        elif isinstance(reply, redis.RedisError):  # the script failed (what it did stays done)
+            try:
+                backend.raise_error(reply, "task_done()", True)
+            except Exception as exc:  # noqa: BLE001 - the error it stands for, raised later
+                ack_errors.append(exc)
+        else:  # LOST
+            ack_errors.append(OutcomeUnknown(
+                f"task_done() on {backend.config.url}: the connection was lost with its reply: it "
+                f"may or may not have counted"))
 
     return check
 
@@ -380,30 +414,8 @@ class Reliability(Generic[T]):
         OutcomeUnknown there, as a task_done() that waited would have raised."""
         consumer = self._consumer
         backend = self._backend
-        name = self._ack_command.name
-        where = backend.config.url
-
-        def check(reply: Any) -> None:  # called in the middle of another command: no I/O
-            try:
-                consumer.counting.popleft()
-            except IndexError:
-                pass
-            if _answered(consumer.ack_errors, reply):
-                return
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                backend._loaded.discard(name)
-            if isinstance(reply, redis.exceptions.NoScriptError) or refused_for_now(reply):
-                consumer.counts_owed.append(None)  # it did not run: counted again
-            elif isinstance(reply, redis.RedisError):  # the script failed (what it did stays done)
-                try:
-                    backend.raise_error(reply, "task_done()", True)
-                except Exception as exc:  # noqa: BLE001 - the error it stands for, raised later
-                    consumer.ack_errors.append(exc)
-            else:  # LOST
-                consumer.ack_errors.append(OutcomeUnknown(
-                    f"task_done() on {where}: the connection was lost with its reply: it may or "
-                    f"may not have counted"))
-
+        check = _posted_count_check(consumer.counting, consumer.counts_owed, consumer.ack_errors,
+                                    backend, backend._loaded, self._ack_command.name)
         consumer.counting.append(None)
         backend.post(self._ack_command.pack((self._keys.inflight(consumer.id()), "-", "1")), check)
 

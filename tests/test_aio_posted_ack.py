@@ -1,4 +1,5 @@
-"""AsyncQueue, reliable mode: task_done() posts its acknowledgement on the handle's get
+"""AsyncQueue: task_done() posts its acknowledgement (reliable mode; the count of an item
+its gets returned in the default mode, at the end of this file) on the handle's get
 connection (no round trip of its own) while no get uses it; the next get's exchange reads
 its reply first. What the reply says comes out at the handle's next call: an acknowledgement
 that did not run (NOSCRIPT) or whose reply was lost is sent again there, exactly (counted
@@ -58,6 +59,19 @@ async def _warm(q: AsyncQueue[Any]) -> None:
     await q.task_done()
 
 
+async def _close_seen(q: AsyncQueue[Any]) -> None:
+    """Wait until the proxy's close of the handle's connection has reached this process: the
+    next get then reads the lost reply first and goes on a new connection. (A get sent before
+    that goes into the closed connection: OutcomeUnknown; see the test of that below.)"""
+    from pressure.aio._getting import _arrived
+
+    for _ in range(1000):
+        if await _arrived(q._conn.conn):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the proxy's close never reached the handle")
+
+
 def test_task_done_is_posted_and_rides_with_the_next_get(url: str, prefix: str, r: redis.Redis) -> None:
     async def main() -> None:
         async with AsyncQueue[str]("posted", url=url, prefix=prefix, reliable=True) as q:
@@ -86,6 +100,7 @@ def test_a_posted_acknowledgement_whose_reply_is_lost_is_sent_again_and_counts_o
             assert [await q.get(), await q.get()] == ["a", "b"]
             proxy.arm(_script_sha("ack").encode())
             await q.task_done()  # acknowledges "a", posted: it runs, its reply will be lost
+            await _close_seen(q)
             assert await q.get() == "c"  # reads the lost reply first (on a new connection)
             assert proxy.dropped.is_set()
             runs = _runs(q)
@@ -99,6 +114,43 @@ def test_a_posted_acknowledgement_whose_reply_is_lost_is_sent_again_and_counts_o
 
     asyncio.run(main())
     assert_invariants(r, pressure.Queue("lost", url=proxy.url, prefix=prefix))
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_get_sent_behind_a_posted_command_whose_reply_is_lost_loses_nothing(
+        proxy: ReplyDropper, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """The get goes out at once behind the posted command (its reply is read with the get's):
+    if the connection breaks there, the get may or may not have run (OutcomeUnknown), and
+    what it may have taken is not lost: the next get returns it."""
+    async def main() -> None:
+        async with AsyncQueue[str]("lostget", url=proxy.url, prefix=prefix, reliable=reliable) as q:
+            await _warm(q)
+            await q.put_many(["a", "b"])
+            assert await q.get() == "a"
+            proxy.arm(_script_sha("ack").encode())
+            await q.task_done()  # posted: it runs, its reply will be lost with the connection
+            got = []
+            for _ in range(3):
+                try:
+                    got.append(await q.get(timeout=5))
+                    break
+                except pressure.OutcomeUnknown:
+                    pass  # the get went into the closed connection
+            assert got == ["b"]
+            assert proxy.dropped.is_set()
+            for _ in range(3):  # (default mode: the lost count's outcome may come first)
+                try:
+                    await q.task_done()  # "b"'s (reliable: "a"'s sent again first, exactly)
+                    break
+                except pressure.OutcomeUnknown:
+                    pass
+            await q.join()
+            assert _unfinished(proxy.url, prefix, "lostget") == (0, [])
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()  # nothing counted twice
+
+    asyncio.run(main())
+    assert_invariants(r, pressure.Queue("lostget", url=proxy.url, prefix=prefix))
 
 
 def test_a_posted_acknowledgement_refused_with_noscript_is_sent_again(
@@ -169,3 +221,112 @@ def test_a_cancelled_get_leaves_a_delivery_whose_acknowledgement_is_owed_in_flig
 
     asyncio.run(main())
     assert_invariants(r, pressure.Queue("owed", url=url, prefix=prefix))
+
+
+# -- the default mode: task_done() posts the count of an item this handle's gets returned --
+
+
+def test_default_mode_task_done_posts_its_count_and_join_reads_it(url: str, prefix: str, r: redis.Redis) -> None:
+    """As the sync handle's: no round trip of its own (it waited for ack.lua's reply before:
+    two round trips per item for a get + task_done consumer)."""
+    async def main() -> None:
+        async with AsyncQueue[str]("counted", url=url, prefix=prefix) as q:
+            await _warm(q)
+            await q.put_many(["a", "b", "c", "d"])
+            runs = _runs(q)
+            assert await q.get() == "a"
+            await q.task_done()
+            assert await q.get_many(3) == ["b", "c", "d"]
+            for _ in range(3):
+                await q.task_done()
+            assert "ack" not in runs, runs  # no count waited for its reply
+            await q.join()  # reads the unread replies first: this handle's counts all count
+            assert _unfinished(url, prefix, "counted")[0] == 0
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()  # a call too many (no item of this handle's): from itself
+
+    asyncio.run(main())
+    assert_invariants(r, pressure.Queue("counted", url=url, prefix=prefix))
+
+
+def test_default_mode_posted_count_whose_reply_is_lost_is_outcome_unknown_at_the_next_call(
+        proxy: ReplyDropper, prefix: str, r: redis.Redis) -> None:
+    """A count whose reply was lost may or may not have run: the handle's next call raises
+    OutcomeUnknown (as a task_done() that waited would have), and never counts it again."""
+    async def main() -> None:
+        async with AsyncQueue[str]("lostcount", url=proxy.url, prefix=prefix) as q:
+            await _warm(q)
+            await q.put_many(["a", "b"])
+            assert await q.get() == "a"
+            proxy.arm(_script_sha("ack").encode())
+            await q.task_done()  # posted: it runs, its reply will be lost
+            await _close_seen(q)
+            assert await q.get() == "b"  # reads the lost reply first (on a new connection)
+            assert proxy.dropped.is_set()
+            with pytest.raises(pressure.OutcomeUnknown):
+                await q.task_done()  # the last call's outcome first: this one did nothing
+            await q.task_done()  # "b"'s
+            await q.join()  # the lost one ran: nothing counted twice, nothing missing
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()
+
+    asyncio.run(main())
+    assert_invariants(r, pressure.Queue("lostcount", url=proxy.url, prefix=prefix))
+
+
+def test_default_mode_posted_count_refused_with_noscript_is_counted_again(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with AsyncQueue[str]("noscriptcount", url=url, prefix=prefix) as q:
+            await _warm(q)
+            await q.put_many(["a", "b"])
+            assert await q.get() == "a"
+            r.script_flush()  # as after a restart: the server has lost its scripts
+            await q.task_done()  # posted (the handle thinks ack.lua is loaded): refused
+            assert await q.get() == "b"  # reads the refusal
+            await q.task_done()  # counts "a"'s again (loading ack.lua), then "b"'s
+            await q.join()
+            assert _unfinished(url, prefix, "noscriptcount")[0] == 0
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()  # counted once each
+
+    asyncio.run(main())
+    assert_invariants(r, pressure.Queue("noscriptcount", url=url, prefix=prefix))
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_the_posted_reply_is_read_with_the_next_gets_reply_one_round_trip(
+        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """Across a network the posted command's reply has not arrived when the next get goes
+    out: the get reads it with its own reply, in its one round trip. (It was read first, in
+    an exchange of its own: a posted task_done() still cost a round trip, only later.)
+    Through a proxy that delays each way (50 ms round trip), so that the reply is still on
+    its way."""
+    from pressure.bench._delay import DelayProxy
+
+    async def main(proxy_url: str) -> None:
+        async with AsyncQueue[str]("rtt", url=proxy_url, prefix=prefix, reliable=reliable) as q:
+            await _warm(q)
+            await q.put_many(["a", "b", "c"])
+            assert await q.get() == "a"
+            exchanges: list[tuple[str, int]] = []
+            exchange = q._link.exchange
+
+            async def recording(conn: Any, data: Any, replies: int, what: str, *a: Any, **kw: Any) -> Any:
+                exchanges.append((what, replies))
+                return await exchange(conn, data, replies, what, *a, **kw)
+
+            q._link.exchange = recording  # type: ignore[method-assign]
+            for expected in ("b", "c"):
+                exchanges.clear()
+                await q.task_done()  # posted
+                assert await q.get() == expected
+                # one exchange: the get, reading the posted replies (its count or acknowledgement,
+                # and in the default mode the last get's DEL) with its own
+                assert len(exchanges) == 1 and exchanges[0][1] > 1, exchanges
+            await q.task_done()
+            await q.join()
+
+    with DelayProxy(url, 0.05) as proxy:
+        asyncio.run(main(proxy.url))
+    assert_invariants(r, pressure.Queue("rtt", url=url, prefix=prefix))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import math
 import time
@@ -54,6 +55,16 @@ def _wait_time(slice_: float, deadline: float) -> float:
     return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
 
 
+async def _arrived(conn: Any) -> bool:
+    """Whether data waits to be read on ``conn`` (or the server closed it), without waiting
+    (redis-py's non-blocking check: ``can_read``, ``can_read_destructive`` before 8.0)."""
+    check = getattr(conn, "can_read", None) or conn.can_read_destructive
+    try:
+        return bool(await check())
+    except (redis.RedisError, OSError):
+        return True  # broken: reading shows how (and drops it)
+
+
 class _Conn:
     """The handle's own connection for its gets (a BLMOVE blocks it), with its server-side
     id (for CLIENT UNBLOCK) and the replies of commands sent without waiting (``post``)."""
@@ -94,6 +105,7 @@ class _Getting(Generic[T]):
     _owes_cancel: bool
     _received: list[str]
     _waited: bool
+    _owing: collections.deque[None]
     # and the handle's methods it calls
     open: Callable[[], Awaitable[AsyncQueue[T]]]
     _info: Callable[[], Awaitable[tuple[int, int, int, bool]]]
@@ -227,25 +239,38 @@ class _Getting(Generic[T]):
             c.conn = pool.connection_class(**pool.connection_kwargs)
             c.generation = link.generation
         conn = c.conn
-        posted = None
-        if c.unread and conn.is_connected:
-            try:
-                posted = await link.exchange(conn, [], c.unread, "a posted command", False)
-            except PressureError:
-                pass  # the connection was dropped: the command below goes on a new one
-        self._posted_replies(posted)
+        name = None if script is None else script + self._variant
+        # the replies of posted commands are read with this exchange's (one round trip), or
+        # first where they have arrived already (a server that closed the connection shows
+        # here: the command then goes on a new one, unambiguously) or a script is to be loaded
+        if c.unread and (not conn.is_connected or (name is not None and name not in link.loaded)
+                         or await _arrived(conn)):
+            posted = None
+            if conn.is_connected:
+                try:
+                    posted = await link.exchange(conn, [], c.unread, "a posted command", False)
+                except PressureError:
+                    pass  # the connection was dropped: the command below goes on a new one
+            self._posted_replies(posted)
         if not conn.is_connected:
             (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
             if not isinstance(c.redis_id, int):
                 c.redis_id = None
-        if script is not None:
-            name = script + self._variant
-            if name not in link.loaded:
-                await link.load(conn, name)
-                link.loaded.add(name)
-        out = await link.exchange(conn, data, replies, "script get", True)
-        if script is not None and isinstance(out[0], redis.exceptions.NoScriptError):
-            link.loaded.discard(script + self._variant)
+        if name is not None and name not in link.loaded:
+            await link.load(conn, name)
+            link.loaded.add(name)
+        unread = c.unread
+        try:
+            out = await link.exchange(conn, data, unread + replies, "script get", True)
+        except BaseException:
+            if unread:
+                self._posted_replies(None)  # lost with the connection (exchange dropped it)
+            raise
+        if unread:
+            self._posted_replies(out[:unread])
+            out = out[unread:]
+        if name is not None and isinstance(out[0], redis.exceptions.NoScriptError):
+            link.loaded.discard(name)
         return out
 
     def _post_drop(self) -> None:
@@ -332,6 +357,8 @@ class _Getting(Generic[T]):
             self._dirty = False
             if not self._options.reliable:
                 self._post_drop()
+                if track:
+                    self._owing.append(None)  # its task_done() may post its count
             return [delivery]
 
     async def _receive_many(self, n: int, block: bool, wait: float | None) -> list[T]:
@@ -360,6 +387,7 @@ class _Getting(Generic[T]):
         self._dirty = False
         if not self._options.reliable:
             self._post_drop()
+            self._owing.extend(itertools.repeat(None, len(items)))  # their task_done()s may post
         return items
 
     async def _batch(self, n: int, keep: bool) -> tuple[list[T], list[str], list[AsyncDelivery[T]]]:

@@ -44,7 +44,9 @@ from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
 from .._scripts import ACK, GET, PUT
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
-from ..connection import Backend, ConnectionConfig, PackedScript
+from .._consumer import OWING_MOST
+from ..connection import Backend, ConnectionConfig, PackedScript, _script_sha, pack_command
+from ..reliable import _posted_count_check
 from ..errors import (
     PressureError,
     ProtocolError,
@@ -154,9 +156,17 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._unacked: collections.deque[AsyncDelivery[T]] = collections.deque()
         self._holding: dict[str, AsyncDelivery[T]] = {}
         self._settle_lock = asyncio.Lock()
+        #: posted acknowledgements (reliable) whose reply is unread; those owed again
         self._posted: collections.deque[AsyncDelivery[T]] = collections.deque()
         self._owed: list[AsyncDelivery[T]] = []
+        #: the errors posted calls answered, for the next call to raise (None: queue gone)
         self._ack_errors: list[Exception | None] = []
+        #: default mode: a token per item get()/get_many() returned (its task_done() may post
+        #: its count, as the sync handle's: _Consumer.owing); posted counts whose reply is
+        #: unread; and those that did not run (counted again, waiting, by the next call)
+        self._owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
+        self._counting: collections.deque[None] = collections.deque()
+        self._counts_owed: collections.deque[None] = collections.deque()
 
     # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
 
@@ -320,18 +330,57 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         unlike asyncio.Queue's; ValueError if called more times than items were put. In
         reliable mode it acknowledges this handle's oldest delivery of ``get``/``get_many``,
         exactly once (if it raises, calling it again finishes that same delivery's count);
-        cancelled, it still completes. There, while no get uses the handle's connection, the
-        acknowledgement is posted (no round trip of its own: see ``_Settling._post_ack``)."""
+        cancelled, it still completes. While no get uses the handle's connection, the
+        acknowledgement (reliable mode), or the count of an item this handle's gets returned
+        (default mode), is posted: no round trip of its own (``_Settling._post_ack``,
+        ``_post_count``); what it answers comes out at the handle's next call."""
         await self.open()
         await self._settle_owed(False)
         if self._options.reliable and await self._link.shielded(self._task_done_reliable()):
             return
+        # the default mode (or reliable, for no delivery): a task_done() for an item this
+        # handle's gets returned posts its count; one for none (a call too many, or another
+        # handle's item) waits for its reply, so that its ValueError comes from the call itself
+        try:
+            self._owing.popleft()
+        except IndexError:
+            await self._count_done()
+            return
+        if self._post_count():
+            return
+        try:
+            await self._count_done()
+        except (ValueError, QueueDoesNotExist):
+            raise  # answered
+        except BaseException:
+            self._owing.appendleft(None)
+            raise
+
+    async def _count_done(self) -> None:
+        """Count one task done (ack.lua '-'), waiting for the reply."""
         k = self._keys
         _, unfinished = await self._run("ack", (*ACK.keys(k), k.inflight(self._cid)), ("-", "1"))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
             raise await self._missing()
+
+    def _post_count(self) -> bool:
+        """``_count_done`` without waiting, on the handle's get connection while no get uses
+        it (the next exchange there reads the reply: ``_posted_count_check`` deals with it);
+        not with ``durability`` (its WAIT is a reply to wait for), nor before ack.lua is known
+        loaded (a posted call is never loaded). False if not posted."""
+        name = ACK.name + self._variant
+        if self._options.durability is not None or name not in self._link.loaded:
+            return False
+        k = self._keys
+        keys = (*ACK.keys(k), k.inflight(self._cid))
+        check = _posted_count_check(self._counting, self._counts_owed, self._ack_errors, self._link.errors,
+                                    self._link.loaded, name)
+        if not self._post(pack_command("EVALSHA", _script_sha(name), len(keys), *keys, "-", "1"), check):
+            return False
+        self._counting.append(None)
+        return True
 
     async def join(self) -> None:
         """Wait until every item put (by any client) has been marked done."""

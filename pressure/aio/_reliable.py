@@ -35,7 +35,7 @@ from ..keys import QueueKeys
 from ._link import _Link
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine
 
     from ..errors import QueueDoesNotExist
 
@@ -104,7 +104,11 @@ class _Settling(Generic[T]):
     _posted: collections.deque[AsyncDelivery[T]]
     _owed: list[AsyncDelivery[T]]
     _ack_errors: list[Exception | None]
+    #: the default mode's posted counts whose reply is unread, and those that did not run
+    _counting: collections.deque[None]
+    _counts_owed: collections.deque[None]
     open: Callable[[], Awaitable[Any]]
+    _count_done: Callable[[], Coroutine[Any, Any, None]]
     _missing: Callable[..., Awaitable[QueueDoesNotExist]]
     _post: Callable[[bytes, Callable[[Any], None]], bool]
     _exchange: Callable[..., Awaitable[list[Any]]]
@@ -226,10 +230,8 @@ class _Settling(Generic[T]):
         that did not run or whose reply was lost (exactly), then raise the first error one
         answered. ``flush``: first read the replies still unread (for join() and the counts,
         which must see this handle's own task_done()s): a round trip, only if there are any."""
-        if not self._options.reliable:
-            return
         if flush:
-            while self._posted:
+            while self._posted or self._counting:
                 if self._lock.locked():  # a get: its exchange reads them first
                     await asyncio.sleep(_FLUSH_POLL)
                     continue
@@ -245,6 +247,15 @@ class _Settling(Generic[T]):
             except ValueError:
                 pass  # another call of this handle's settled it meanwhile
             _note_ack_status(self._ack_errors, unfinished)
+        while self._counts_owed:  # the default mode's posted counts that did not run
+            self._counts_owed.popleft()
+            try:
+                await self._link.shielded(self._count_done())
+            except OutcomeUnknown:
+                raise  # it may have run: not owed any more
+            except BackendError:  # it did not run: owed still
+                self._counts_owed.appendleft(None)
+                raise
         if self._ack_errors:
             error = self._ack_errors.pop(0)
             raise error if error is not None else await self._missing()
