@@ -153,10 +153,12 @@ def test_a_get_sent_behind_a_posted_command_whose_reply_is_lost_loses_nothing(
     assert_invariants(r, pressure.Queue("lostget", url=proxy.url, prefix=prefix))
 
 
+@pytest.mark.parametrize("reliable", [False, True])
 def test_a_posted_acknowledgement_refused_with_noscript_is_sent_again(
-        url: str, prefix: str, r: redis.Redis) -> None:
+        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+    """(The default mode: the count of an item the handle's gets returned.)"""
     async def main() -> None:
-        async with AsyncQueue[str]("noscript", url=url, prefix=prefix, reliable=True) as q:
+        async with AsyncQueue[str]("noscript", url=url, prefix=prefix, reliable=reliable) as q:
             await _warm(q)
             await q.put_many(["a", "b"])
             assert await q.get() == "a"
@@ -166,6 +168,8 @@ def test_a_posted_acknowledgement_refused_with_noscript_is_sent_again(
             await q.task_done()  # sends "a"'s again (loading ack.lua), then "b"'s
             await q.join()
             assert _unfinished(url, prefix, "noscript") == (0, [])
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()  # counted once each
 
     asyncio.run(main())
     assert_invariants(r, pressure.Queue("noscript", url=url, prefix=prefix))
@@ -272,26 +276,6 @@ def test_default_mode_posted_count_whose_reply_is_lost_is_outcome_unknown_at_the
 
     asyncio.run(main())
     assert_invariants(r, pressure.Queue("lostcount", url=proxy.url, prefix=prefix))
-
-
-def test_default_mode_posted_count_refused_with_noscript_is_counted_again(
-        url: str, prefix: str, r: redis.Redis) -> None:
-    async def main() -> None:
-        async with AsyncQueue[str]("noscriptcount", url=url, prefix=prefix) as q:
-            await _warm(q)
-            await q.put_many(["a", "b"])
-            assert await q.get() == "a"
-            r.script_flush()  # as after a restart: the server has lost its scripts
-            await q.task_done()  # posted (the handle thinks ack.lua is loaded): refused
-            assert await q.get() == "b"  # reads the refusal
-            await q.task_done()  # counts "a"'s again (loading ack.lua), then "b"'s
-            await q.join()
-            assert _unfinished(url, prefix, "noscriptcount")[0] == 0
-            with pytest.raises(ValueError, match="task_done"):
-                await q.task_done()  # counted once each
-
-    asyncio.run(main())
-    assert_invariants(r, pressure.Queue("noscriptcount", url=url, prefix=prefix))
 
 
 @pytest.mark.parametrize("reliable", [False, True])
