@@ -336,8 +336,12 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         ``_post_count``); what it answers comes out at the handle's next call."""
         await self.open()
         await self._settle_owed(False)
-        if self._options.reliable and await self._link.shielded(self._task_done_reliable()):
-            return
+        if self._options.reliable:
+            if self._unacked and not self._settle_lock.locked() and self._post_ack(self._unacked[0]):
+                self._forget(self._unacked[0])  # posted: nothing awaited, so nothing to shield
+                return
+            if await self._link.shielded(self._task_done_reliable()):
+                return
         # the default mode (or reliable, for no delivery): a task_done() for an item this
         # handle's gets returned posts its count; one for none (a call too many, or another
         # handle's item) waits for its reply, so that its ValueError comes from the call itself
