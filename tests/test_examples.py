@@ -47,7 +47,8 @@ def test_bench_prints_every_transport_and_the_goals(url: str, r: redis.Redis) ->
     )
     assert out.returncode == 0, out.stdout + out.stderr
     for row in ("pressure.Queue maxsize=0", "pressure.Queue maxsize=100", "redis-py LPUSH/BRPOP (raw)",
-                "multiprocessing.Queue", "spec literal",  # and by default the executors too:
+                "multiprocessing.Queue", "spec literal", "pressure.Queue reliable=True",
+                "AsyncQueue reliable=True", "redis.asyncio LPUSH/BRPOP",  # and by default the executors too:
                 "concurrent.futures.ProcessPoolExecutor", "pressure.Executor"):
         assert row in out.stdout
     assert "error" not in out.stdout  # in neither table

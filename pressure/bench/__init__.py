@@ -23,13 +23,18 @@ The transports:
 
 1. ``pressure.Queue`` unbounded (``maxsize=0``), ``serializer="bytes"``;
 2. ``pressure.Queue`` with ``maxsize=--maxsize``;
-3. raw redis-py ``LPUSH`` / ``BRPOP`` on a plain list - the baseline;
-4. ``multiprocessing.Queue``;
-5. "spec literal": the protocol's reference command sequence, one Redis
+3. ``pressure.Queue(reliable=True)``, each get followed by its ``task_done()``;
+4. raw redis-py ``LPUSH`` / ``BRPOP`` on a plain list - the baseline;
+5. ``multiprocessing.Queue``;
+6. "spec literal": the protocol's reference command sequence, one Redis
    command per round trip, as ``pressure.testing.spec_client`` runs it (the
    literal client the compatibility kit tests against; only the errata that
    make a literal client unusable are fixed) - 12 round trips per put and 11
-   per get (with a bound of 0, Get re-arms ``:not_full`` without an ``LLEN``).
+   per get (with a bound of 0, Get re-arms ``:not_full`` without an ``LLEN``);
+7. ``pressure.aio.AsyncQueue(reliable=True)``, each get and its ``task_done()``
+   awaited one at a time on the process's event loop;
+8. raw ``redis.asyncio`` ``LPUSH`` / ``BRPOP``, awaited the same way - the
+   asyncio baseline.
 
 Results come back to the parent over ``multiprocessing`` pipes, never through
 the transport being measured.
@@ -83,7 +88,7 @@ __all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "confi
 #   _harness   what every section shares: BenchConfig, the constants, the producer/consumer
 #              phase runner and its Transport, the server choice, the report helpers;
 #              it imports no section
-#   queues     the queue section: the five transports, their table and goals
+#   queues     the queue section: the eight transports, their table and goals
 #   batch      --batch: put_many/get_many cells, single items (queues' transports), memory
 #   executor   --executor: pressure.Executor against ProcessPoolExecutor
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks

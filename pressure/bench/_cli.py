@@ -187,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
                 progress(f"queues and batches reach Redis through a proxy adding {config.rtt * 1000:g} ms "
                          f"per round trip")
             if config.queues:
-                progress(f"benchmarking 5 transports on {safe_url(url)} ...")
+                progress(f"benchmarking 8 transports on {safe_url(url)} ...")
                 results = run_all(url, config)
                 reports.append(functools.partial(print_report, results, config))
             if config.executors:

@@ -8,15 +8,18 @@ describes this section in full).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext
 from typing import Any, cast
 
 import redis
+import redis.asyncio
 
+from ..aio import AsyncQueue
 from ..keys import QueueKeys
 from ..queue import Queue
 from ..testing.spec_client import SpecClient
@@ -25,8 +28,10 @@ from ._harness import (GET_TIMEOUT, START_METHOD, BenchConfig, Get, Phase, Phase
                        timed_phase, unique_name)
 
 __all__ = [
+    "AsyncReliableTransport",
     "MultiprocessingTransport",
     "PressureTransport",
+    "RawAsyncTransport",
     "RawRedisTransport",
     "SpecLiteralTransport",
     "TransportResult",
@@ -197,8 +202,84 @@ class SpecLiteralTransport(Transport):
             delete_keys(self.url, self.keys.all_keys())
 
 
+def _awaited(loop: asyncio.AbstractEventLoop, make: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """A sync call for the harness that awaits one coroutine at a time on ``loop``, as an
+    asyncio program that awaits each call does (both asyncio lines pay the same)."""
+    return lambda *args: loop.run_until_complete(make(*args))
+
+
+class AsyncReliableTransport(Transport):
+    """``pressure.aio.AsyncQueue(reliable=True)``: each get awaited, then its task_done()."""
+
+    key = "aio-reliable"
+    label = "AsyncQueue reliable=True"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = ""
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.name = unique_name("aq")
+        Queue(self.name, url=self.url, serializer="bytes", reliable=True).disconnect()  # created
+
+    def _queue(self) -> AsyncQueue[bytes]:
+        return AsyncQueue(self.name, url=self.url, serializer="bytes", reliable=True)
+
+    def open_put(self) -> Put:
+        return _awaited(asyncio.new_event_loop(), self._queue().put)
+
+    def open_get(self) -> Get:
+        queue = self._queue()
+
+        async def get_and_ack() -> bytes:
+            item = await queue.get(True, GET_TIMEOUT)
+            await queue.task_done()
+            return item
+
+        return _awaited(asyncio.new_event_loop(), get_and_ack)
+
+    def cleanup(self) -> None:
+        if self.name:
+            queue: Queue[bytes] = Queue(self.name, url=self.url, serializer="bytes", reliable=True)
+            queue.delete()
+            queue.disconnect()
+
+
+class RawAsyncTransport(Transport):
+    """The asyncio baseline: redis.asyncio LPUSH / BRPOP on a plain list, each awaited."""
+
+    key = "raw-aio"
+    label = "redis.asyncio LPUSH/BRPOP"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.list_key = ""
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.list_key = unique_name("raw-aio")
+
+    def open_put(self) -> Put:
+        client = redis.asyncio.Redis.from_url(self.url)
+        return _awaited(asyncio.new_event_loop(), functools.partial(client.lpush, self.list_key))
+
+    def open_get(self) -> Get:
+        client = redis.asyncio.Redis.from_url(self.url)
+
+        async def get() -> bytes:
+            reply = await client.brpop([self.list_key], timeout=int(GET_TIMEOUT))
+            if reply is None:
+                raise TimeoutError(f"BRPOP {self.list_key} timed out after {GET_TIMEOUT} s")
+            return cast(bytes, reply[1])
+
+        return _awaited(asyncio.new_event_loop(), get)
+
+    def cleanup(self) -> None:
+        if self.list_key:
+            delete_keys(self.url, [self.list_key])
+
+
 def make_transports(url: str, maxsize: int) -> list[Callable[[], Transport]]:
-    """Factories for the six transports, in table order (a fresh one per phase)."""
+    """Factories for the eight transports, in table order (a fresh one per phase)."""
     return [
         functools.partial(PressureTransport, url, 0),
         functools.partial(PressureTransport, url, maxsize),
@@ -206,6 +287,8 @@ def make_transports(url: str, maxsize: int) -> list[Callable[[], Transport]]:
         functools.partial(RawRedisTransport, url),
         MultiprocessingTransport,
         functools.partial(SpecLiteralTransport, url),
+        functools.partial(AsyncReliableTransport, url),
+        functools.partial(RawAsyncTransport, url),
     ]
 
 
@@ -288,6 +371,9 @@ def format_goals(results: list[TransportResult], maxsize: int) -> list[str]:
         # get + task_done(): 0.8x on loopback; through --rtt 1 the goal is 0.9x
         goal_line("pressure.Queue reliable=True >= 0.8x raw redis-py",
                   ratio(rate("pressure-reliable"), rate("raw")), 0.8),
+        # asyncio against asyncio (no goal of the issue's: the same bar as the sync handle's)
+        goal_line("AsyncQueue reliable=True >= 0.8x raw redis.asyncio",
+                  ratio(rate("aio-reliable"), rate("raw-aio")), 0.8),
     ]
 
 
