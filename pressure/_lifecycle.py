@@ -269,9 +269,11 @@ class Lifecycle(Generic[T]):
                 self._options.reliable or consumer.counting)):
             try:  # task_done()s posted: their replies, and what must be sent again
                 self._settle_owed(flush=True)
+            except QueueDoesNotExist:
+                pass  # the queue is gone, and nothing of it is in flight
             except PressureError as exc:  # in flight still: redelivered, never lost
                 _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
-                           "confirmed (their items are redelivered): %s", self._name, queue=self._name,
+                           "confirmed (their items are redelivered): %s", self._name, exc, queue=self._name,
                            key=self._keys.base, error=str(exc))
         self._backend.disconnect()
 

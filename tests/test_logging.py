@@ -352,3 +352,34 @@ def test_an_outage_and_its_end_are_logged_with_their_counts(caplog: pytest.LogCa
     (over,) = _events(caplog, "outage_over")
     assert (outage.what, outage.failures, outage.error) == ("worker w", 1, "unreachable")  # type: ignore[attr-defined]
     assert over.failures == 3 and over.name == "pressure.executor.worker"  # type: ignore[attr-defined]
+
+
+def test_every_log_call_has_as_many_arguments_as_its_message_has_placeholders() -> None:
+    """A static check of every ``_log.event`` and logger call in pressure/ with a literal
+    message: one argument per %-placeholder. (disconnect()'s "acks_unconfirmed" had two
+    placeholders and one argument: logging printed '--- Logging error ---' in its place.)"""
+    import ast
+    import re
+    from pathlib import Path
+
+    placeholder = re.compile(r"%(?!%)[#0\- +]?\d*(?:\.\d+)?[sdrfgxi]")
+    where = {"event": 3, "log": 1, **dict.fromkeys(("debug", "info", "warning", "error", "exception",
+                                                    "critical"), 0)}
+    wrong, seen = [], 0
+    for path in sorted(Path(pressure.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            i = where.get(name)
+            if i is None or len(node.args) <= i or any(isinstance(a, ast.Starred) for a in node.args):
+                continue
+            message = node.args[i]
+            if not (isinstance(message, ast.Constant) and isinstance(message.value, str)):
+                continue
+            seen += 1
+            wanted, given = len(placeholder.findall(message.value)), len(node.args) - i - 1
+            if wanted != given:
+                wrong.append(f"{path.name}:{node.lineno}: {wanted} placeholders, {given} arguments")
+    assert seen > 50  # the check found the calls
+    assert wrong == []

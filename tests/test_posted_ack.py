@@ -300,3 +300,40 @@ def test_default_mode_tokens_are_bounded_for_a_consumer_that_never_calls_task_do
     q.join()
     assert q.unfinished_tasks == 0
     q.delete()
+
+
+def test_disconnect_with_a_posted_acknowledgement_unconfirmed_logs_why(
+        prefix: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Redis gone before a posted acknowledgement's reply came back: disconnect() says so in a
+    WARNING that names the error (its message had two placeholders and one argument: logging
+    printed '--- Logging error ---' instead)."""
+    from pressure.testing import RedisServer
+
+    with RedisServer() as server:
+        q = _reliable(server.url, prefix)
+        _warm(q)
+        q.put("a")
+        assert q.get(timeout=SOON) == "a"
+        q.task_done()  # posted
+        server.kill()
+        with caplog.at_level("WARNING", logger="pressure"):
+            q.disconnect()
+    (record,) = [rec for rec in caplog.records if getattr(rec, "event", None) == "acks_unconfirmed"
+                 or "acknowledgements not confirmed" in rec.msg]
+    message = record.getMessage()  # formats: raised TypeError before
+    assert "redelivered" in message and "script ack on" in message and "did not run" in message, message
+
+
+def test_disconnect_after_delete_with_a_posted_acknowledgement_warns_of_nothing(
+        url: str, prefix: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The queue deleted behind a posted acknowledgement: nothing of it is in flight, so
+    disconnect() has nothing to warn of (it warned that the items would be redelivered)."""
+    q = _reliable(url, prefix, "deleted")
+    _warm(q)
+    q.put("a")
+    assert q.get(timeout=SOON) == "a"
+    q.task_done()  # posted
+    q.delete()
+    with caplog.at_level("WARNING", logger="pressure"):
+        q.disconnect()
+    assert not [rec for rec in caplog.records if "acknowledgements not confirmed" in rec.msg]
