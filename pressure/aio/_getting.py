@@ -81,6 +81,29 @@ class _Conn:
         #: the exchange in progress, if any (a clean-up waits for it to end)
         self.pending: asyncio.Task[Any] | None = None
 
+    def post(self, command: bytes, check: Callable[[Any], None] | None) -> bool:
+        """Write ``command`` without waiting for its reply: the next exchange on this
+        connection reads it and gives it to ``check`` (``LOST`` if it never will be). False if
+        not connected, or if the write fails (then it did not run)."""
+        writer = getattr(self.conn, "_writer", None)
+        if writer is None or not self.conn.is_connected:
+            return False
+        try:
+            writer.write(command)
+        except Exception:  # noqa: BLE001 - not sent: did not run
+            return False
+        self.unread += 1
+        self.checks.append(check)
+        return True
+
+    def answered(self, replies: list[Any] | None) -> None:
+        """The replies of the posted commands, read (None: lost with the connection): each to
+        its check. No posted reply is unread after this."""
+        checks, self.checks, self.unread = self.checks, collections.deque(), 0
+        for i, check in enumerate(checks):
+            if check is not None:
+                check(replies[i] if replies is not None and i < len(replies) else LOST)
+
 
 class _Getting(Generic[T]):
     """The consumer of one ``AsyncQueue`` handle (its gets, one at a time)."""
@@ -233,7 +256,7 @@ class _Getting(Generic[T]):
         if c.conn is not None and c.generation != link.generation:  # the slot moved: a new master
             await c.conn.disconnect()
             c.conn = None
-            self._posted_replies(None)
+            c.answered(None)
         if c.conn is None:
             pool = link.client().connection_pool
             c.conn = pool.connection_class(**pool.connection_kwargs)
@@ -251,7 +274,7 @@ class _Getting(Generic[T]):
                     posted = await link.exchange(conn, [], c.unread, "a posted command", False)
                 except PressureError:
                     pass  # the connection was dropped: the command below goes on a new one
-            self._posted_replies(posted)
+            c.answered(posted)
         if not conn.is_connected:
             (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
             if not isinstance(c.redis_id, int):
@@ -264,10 +287,10 @@ class _Getting(Generic[T]):
             out = await link.exchange(conn, data, unread + replies, "script get", True)
         except BaseException:
             if unread:
-                self._posted_replies(None)  # lost with the connection (exchange dropped it)
+                c.answered(None)  # lost with the connection (exchange dropped it)
             raise
         if unread:
-            self._posted_replies(out[:unread])
+            c.answered(out[:unread])
             out = out[unread:]
         if name is not None and isinstance(out[0], redis.exceptions.NoScriptError):
             link.loaded.discard(name)
@@ -276,45 +299,20 @@ class _Getting(Generic[T]):
     def _post_drop(self) -> None:
         """The items of this get are in hand: drop what the consumer holds in Redis (its
         in-flight list and held batch), without waiting for the reply, as the sync client
-        does; its reply is read before the next exchange. If it cannot be sent, the next
-        get drops them."""
-        c, k = self._conn, self._keys
-        writer = getattr(c.conn, "_writer", None)
-        if writer is None or not c.conn.is_connected:
-            return
-        try:
-            writer.write(pack_command("DEL", k.inflight(self._cid), k.held(self._cid)))
-        except Exception:  # noqa: BLE001 - not sent: the next get drops them
-            return
-        c.unread += 1
-        c.checks.append(None)
+        does; its reply is read with the next exchange. If it cannot be sent, the next get
+        drops them."""
+        k = self._keys
+        self._conn.post(pack_command("DEL", k.inflight(self._cid), k.held(self._cid)), None)
 
     def _post(self, command: bytes, check: Callable[[Any], None]) -> bool:
-        """Send ``command`` on the handle's get connection without waiting for its reply (the
-        next exchange on it reads the reply first and gives it to ``check``; ``LOST`` if it
-        never will be): only while no get uses the connection (a BLMOVE there would hold the
-        command back) and it is connected. False if not sent."""
-        c, link = self._conn, self._link
-        writer = getattr(c.conn, "_writer", None)
-        if (self._lock.locked() or (c.pending is not None and not c.pending.done()) or writer is None
-                or not c.conn.is_connected or c.generation != link.generation):
-            return False
-        try:
-            writer.write(command)
-        except Exception:  # noqa: BLE001 - not sent: did not run
-            return False
-        c.unread += 1
-        c.checks.append(check)
-        return True
-
-    def _posted_replies(self, replies: list[Any] | None) -> None:
-        """The replies of the posted commands, read (None: lost with the connection): each to
-        its check. No posted reply is unread after this."""
+        """Send ``command`` on the handle's get connection without waiting for its reply
+        (``_Conn.post``): only while no get uses the connection (a BLMOVE there would hold the
+        command back) and it is connected to the slot's current master. False if not sent."""
         c = self._conn
-        checks, c.checks, c.unread = c.checks, collections.deque(), 0
-        for i, check in enumerate(checks):
-            if check is not None:
-                check(replies[i] if replies is not None and i < len(replies) else LOST)
+        if (self._lock.locked() or (c.pending is not None and not c.pending.done())
+                or c.generation != self._link.generation):
+            return False
+        return c.post(command, check)
 
     async def _sweep_if_due(self) -> None:
         if time.monotonic() - self._roles.last_sweep > SWEEP_INTERVAL:
