@@ -57,8 +57,12 @@ def _wait_time(slice_: float, deadline: float) -> float:
 
 async def _arrived(conn: Any) -> bool:
     """Whether data waits to be read on ``conn`` (or the server closed it), without waiting
-    (redis-py's non-blocking check: ``can_read``, ``can_read_destructive`` before 8.0)."""
-    check = getattr(conn, "can_read", None) or conn.can_read_destructive
+    and without reading it (redis-py 8's ``can_read``). Before redis-py 8 the only check was
+    ``can_read_destructive``, which may consume what it finds: then True, so the posted
+    replies are read first, in a round trip of their own (correct, one round trip slower)."""
+    check = getattr(conn, "can_read", None)
+    if check is None:
+        return True
     try:
         return bool(await check())
     except (redis.RedisError, OSError):
