@@ -447,3 +447,27 @@ def test_redis_restarts_under_traffic_lose_nothing_in_reliable_mode(prefix: str)
         put, got, maybe = asyncio.run(main(server))
     assert set(got) <= put | maybe
     assert put <= set(got), sorted(put - set(got))[:10]
+
+
+def test_without_redis_py_8s_can_read_the_posted_replies_are_read_first() -> None:
+    """redis-py before 8 has only can_read_destructive, which may consume what it finds: it
+    is never called; the replies are then read first (True), as before this change."""
+    from pressure.aio._getting import _arrived
+
+    class OldConnection:  # redis-py 5-7's asyncio connection, as far as _arrived looks
+        async def can_read_destructive(self) -> bool:
+            raise AssertionError("called the destructive check")
+
+    class NewConnection:
+        def __init__(self, waiting: bool) -> None:
+            self.waiting = waiting
+
+        async def can_read(self) -> bool:
+            return self.waiting
+
+    async def main() -> None:
+        assert await _arrived(OldConnection()) is True
+        assert await _arrived(NewConnection(False)) is False
+        assert await _arrived(NewConnection(True)) is True
+
+    asyncio.run(main())
