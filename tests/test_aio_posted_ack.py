@@ -281,16 +281,14 @@ def test_default_mode_posted_count_whose_reply_is_lost_is_outcome_unknown_at_the
 
 @pytest.mark.parametrize("reliable", [False, True])
 def test_the_posted_reply_is_read_with_the_next_gets_reply_one_round_trip(
-        url: str, prefix: str, r: redis.Redis, reliable: bool) -> None:
+        prefix: str, reliable: bool) -> None:
     """Across a network the posted command's reply has not arrived when the next get goes
     out: the get reads it with its own reply, in its one round trip. (It was read first, in
-    an exchange of its own: a posted task_done() still cost a round trip, only later.)
-    Through a proxy that delays each way (50 ms round trip), so that the reply is still on
-    its way."""
-    from pressure.bench._delay import DelayProxy
-
-    async def main(proxy_url: str) -> None:
-        async with AsyncQueue[str]("rtt", url=proxy_url, prefix=prefix, reliable=reliable) as q:
+    an exchange of its own: a posted task_done() still cost a round trip, only later.) The
+    server is paused (SIGSTOP) from before the task_done() until the get has sent, so that
+    no reply can have arrived whatever the machine's timing."""
+    async def main(server: RedisServer) -> None:
+        async with AsyncQueue[str]("rtt", url=server.url, prefix=prefix, reliable=reliable) as q:
             await _warm(q)
             await q.put_many(["a", "b", "c"])
             assert await q.get() == "a"
@@ -304,17 +302,29 @@ def test_the_posted_reply_is_read_with_the_next_gets_reply_one_round_trip(
             q._link.exchange = recording  # type: ignore[method-assign]
             for expected in ("b", "c"):
                 exchanges.clear()
-                await q.task_done()  # posted
-                assert await q.get() == expected
-                # one exchange: the get, reading the posted replies (its count or acknowledgement,
-                # and in the default mode the last get's DEL) with its own
-                assert len(exchanges) == 1 and exchanges[0][1] > 1, exchanges
+                server.pause()
+                try:
+                    await q.task_done()  # posted (nothing awaited of the server)
+                    getting = asyncio.ensure_future(q.get())
+                    for _ in range(1000):  # until the get's first exchange has started
+                        if exchanges:
+                            break
+                        await asyncio.sleep(0.01)
+                finally:
+                    server.resume()
+                assert await getting == expected
+                # the get reads the task_done()'s reply with its own (one round trip); only a
+                # reply that had arrived already (the default mode's DEL, posted by the last
+                # get before the pause) may be read before it, without waiting
+                what, replies = exchanges[-1]
+                assert what == "script get" and replies >= 2, exchanges
+                assert all(e == ("a posted command", 1) for e in exchanges[:-1]), exchanges
             await q.task_done()
             await q.join()
 
-    with DelayProxy(url, 0.05) as proxy:
-        asyncio.run(main(proxy.url))
-    assert_invariants(r, pressure.Queue("rtt", url=url, prefix=prefix))
+    with RedisServer() as server:
+        asyncio.run(main(server))
+        assert_invariants(redis.Redis.from_url(server.url), pressure.Queue("rtt", url=server.url, prefix=prefix))
 
 
 @pytest.mark.parametrize("reliable", [False, True])

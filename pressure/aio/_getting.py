@@ -100,10 +100,12 @@ class _Conn:
         self.checks.append(check)
         return True
 
-    def answered(self, replies: list[Any] | None) -> None:
-        """The replies of the posted commands, read (None: lost with the connection): each to
-        its check. No posted reply is unread after this."""
-        checks, self.checks, self.unread = self.checks, collections.deque(), 0
+    def answered(self, replies: list[Any] | None, count: int | None = None) -> None:
+        """The replies of the first ``count`` posted commands not yet answered (all of them if
+        None), read (None: lost with the connection): each to its check."""
+        count = self.unread if count is None else min(count, self.unread)
+        checks = [self.checks.popleft() for _ in range(count)]
+        self.unread -= count
         for i, check in enumerate(checks):
             if check is not None:
                 check(replies[i] if replies is not None and i < len(replies) else LOST)
@@ -267,18 +269,21 @@ class _Getting(Generic[T]):
             c.generation = link.generation
         conn = c.conn
         name = None if script is None else script + self._variant
-        # the replies of posted commands are read with this exchange's (one round trip), or
-        # first where they have arrived already (a server that closed the connection shows
-        # here: the command then goes on a new one, unambiguously) or a script is to be loaded
-        if c.unread and (not conn.is_connected or (name is not None and name not in link.loaded)
-                         or await _arrived(conn)):
-            posted = None
-            if conn.is_connected:
-                try:
-                    posted = await link.exchange(conn, [], c.unread, "a posted command", False)
-                except PressureError:
-                    pass  # the connection was dropped: the command below goes on a new one
-            c.answered(posted)
+        # the replies of posted commands are read with this exchange's (one round trip); those
+        # that have arrived already are read first, one by one while more has arrived (never
+        # waiting for one: a server that closed the connection shows here, and the command
+        # then goes on a new one, unambiguously); all of them first if a script is to be loaded
+        if c.unread and conn.is_connected:
+            try:
+                if name is not None and name not in link.loaded:
+                    c.answered(await link.exchange(conn, [], c.unread, "a posted command", False))
+                while c.unread and await _arrived(conn):
+                    (reply,) = await link.exchange(conn, [], 1, "a posted command", False)
+                    c.answered([reply], 1)
+            except PressureError:
+                pass  # the connection was dropped: the command below goes on a new one
+        if c.unread and not conn.is_connected:
+            c.answered(None)  # lost with the connection
         if not conn.is_connected:
             (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
             if not isinstance(c.redis_id, int):
