@@ -456,3 +456,39 @@ def test_without_redis_py_8s_can_read_the_posted_replies_are_read_first() -> Non
         assert await _arrived(NewConnection(True)) is True
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_connections_the_server_closed_while_idle_are_not_used(prefix: str, reliable: bool) -> None:
+    """CLIENT KILL of a handle's idle connections, and its next put and get at once, before
+    the event loop has read the closes: each went into its closed connection and failed as
+    OutcomeUnknown (it might have run). The closes are seen in the kernel (poll, peek) and the
+    commands go on new connections: no error, nothing lost or doubled."""
+    import time
+
+    async def main(server: RedisServer, r: redis.Redis) -> None:
+        async with AsyncQueue[int]("idle", url=server.url, prefix=prefix, reliable=reliable) as q:
+            await _warm_int(q)
+            await q.put(1)
+            assert await q.get() == 1
+            await q.task_done()  # (posted)
+            await q.put(2)
+            r.client_kill_filter(_type="normal", skipme=True)
+            time.sleep(0.05)  # the closes reach this process's kernel; the event loop does not run
+            await q.put(3)  # on the pool's connection, which the server closed
+            assert await q.get() == 2  # on the handle's get connection, closed too
+            await q.task_done()
+            assert await q.get() == 3
+            await q.task_done()
+            await q.join()
+
+    with RedisServer() as server:
+        r = redis.Redis.from_url(server.url)
+        asyncio.run(main(server, r))
+        r.close()
+
+
+async def _warm_int(q: AsyncQueue[int]) -> None:
+    await q.put(0)
+    assert await q.get() == 0
+    await q.task_done()

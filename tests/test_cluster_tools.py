@@ -213,16 +213,16 @@ def test_an_async_queue_asking_while_the_cluster_still_names_its_dead_master_fin
                 (replica,) = topo.replicas_of(old)
                 old.kill()
                 deadline = time.monotonic() + 60
-                failures = 0
                 while True:
                     try:
                         await q.put("after")
                         break
                     except pressure.PressureError as exc:  # anything else fails the test
-                        failures += 1
                         assert time.monotonic() < deadline, f"still failing: {exc!r}"
                         await asyncio.sleep(0.1)
-                assert failures > 0  # it did ask while the master was dead
+                # it did ask while the master was dead: the handle was pointed elsewhere at least
+                # once (a put may hide that entirely, retrying within the socket timeout)
+                assert q._link.generation >= 1
                 assert await q.get_many(10, timeout=5) == ["before", "after"]
                 assert q._link._owner is not None and q._link._owner[1] == replica.port
 

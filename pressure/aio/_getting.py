@@ -36,7 +36,7 @@ from ..connection import PackedScript, _script_sha, pack_command, refused_for_no
 from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Empty
-from ._link import _FIRST_PAUSE, _LAST_PAUSE, _Link, _Rerouted
+from ._link import _FIRST_PAUSE, _LAST_PAUSE, _Link, _Rerouted, closed_by_server, socket_readable
 
 if TYPE_CHECKING:
     from ._queue import AsyncQueue
@@ -57,14 +57,15 @@ def _wait_time(slice_: float, deadline: float) -> float:
 
 async def _arrived(conn: Any) -> bool:
     """Whether data waits to be read on ``conn`` (or the server closed it), without waiting
-    and without reading it (redis-py 8's ``can_read``). Before redis-py 8 the only check was
+    and without reading it: read by the event loop already (redis-py 8's ``can_read``) or
+    still in the kernel (``socket_readable``). Before redis-py 8 the only check was
     ``can_read_destructive``, which may consume what it finds: then True, so the posted
     replies are read first, in a round trip of their own (correct, one round trip slower)."""
     check = getattr(conn, "can_read", None)
     if check is None:
         return True
     try:
-        return bool(await check())
+        return bool(await check()) or socket_readable(conn)  # read by the loop, or not yet
     except (redis.RedisError, OSError):
         return True  # broken: reading shows how (and drops it)
 
@@ -284,6 +285,8 @@ class _Getting(Generic[T]):
                 pass  # the connection was dropped: the command below goes on a new one
         if c.unread and not conn.is_connected:
             c.answered(None)  # lost with the connection
+        elif not c.unread and conn.is_connected and closed_by_server(conn):
+            await conn.disconnect()  # closed while idle: the command goes on a new connection
         if not conn.is_connected:
             (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
             if not isinstance(c.redis_id, int):

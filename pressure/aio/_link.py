@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
+import socket
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
@@ -330,6 +332,8 @@ class _Link:
                 error: redis.RedisError = exc
             else:
                 try:
+                    if closed_by_server(conn):
+                        await conn.disconnect()  # work's exchange connects it again, first
                     return await work(conn)
                 except _Rerouted as rerouted:  # on a cluster: it did not run; again on the new master
                     error = rerouted.error
@@ -351,6 +355,47 @@ class _Link:
         if client is not None and client is not self._given:
             await client.aclose()
             await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
+
+
+def _raw_socket(conn: Any) -> Any:
+    writer = getattr(conn, "_writer", None)
+    return writer.transport.get_extra_info("socket") if writer is not None else None
+
+
+def socket_readable(conn: Any) -> bool:
+    """Whether the kernel holds data or an end of file for ``conn`` that the event loop may not
+    have read yet (a zero-timeout poll: nothing is read)."""
+    raw = _raw_socket(conn)
+    if raw is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(raw.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True  # gone: reading shows how
+
+
+def closed_by_server(conn: Any) -> bool:
+    """Whether the server has closed ``conn`` while it sat idle with nothing to read (a
+    restart, a CLIENT KILL, an idle timeout): its end of file waits on the socket, which the
+    event loop may not have read yet (redis-py's own check, made when the pool hands a
+    connection out, sees only what the loop has read). A poll, then a peek: nothing is read.
+    A command sent into such a connection fails only when its reply is read, as
+    OutcomeUnknown; found here, it goes on a new connection, unambiguously."""
+    if not socket_readable(conn):
+        return False
+    raw = _raw_socket(conn)
+    try:
+        sock = socket.socket(raw.family, raw.type, fileno=raw.fileno())  # the same socket, not a copy
+        try:
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        finally:
+            sock.detach()  # the transport's: never closed here
+    except (BlockingIOError, InterruptedError):
+        return False
+    except (OSError, AttributeError, ValueError):
+        return True  # reset, or gone: the command goes on a new connection
 
 
 class _Rerouted(Exception):
