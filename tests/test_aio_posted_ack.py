@@ -63,11 +63,13 @@ async def _warm(q: AsyncQueue[Any]) -> None:
 async def _close_seen(q: AsyncQueue[Any]) -> None:
     """Wait until the proxy's close of the handle's connection has reached this process: the
     next get then reads the lost reply first and goes on a new connection. (A get sent before
-    that goes into the closed connection: OutcomeUnknown; see the test of that below.)"""
-    from pressure.aio._getting import _arrived
-
+    that goes into the closed connection: OutcomeUnknown; see the test of that below.) The
+    event loop has read the connection's end (its stream has been fed its EOF): the replies
+    before it (the default mode's DEL, unless the proxy dropped that too) and the close are
+    both there."""
     for _ in range(1000):
-        if await _arrived(q._conn.conn):
+        reader = getattr(q._conn.conn, "_reader", None)
+        if reader is None or reader.at_eof() or getattr(reader, "_eof", False):  # (at_eof: and read)
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the proxy's close never reached the handle")
@@ -492,3 +494,36 @@ async def _warm_int(q: AsyncQueue[int]) -> None:
     await q.put(0)
     assert await q.get() == 0
     await q.task_done()
+
+
+def test_a_task_done_too_many_runs_after_the_handles_posted_counts(url: str, prefix: str) -> None:
+    """The posted counts go on the handle's get connection, a call too many waits on a pooled
+    one: Redis could run it first, count it, and the ValueError came from a later call (a CI
+    run of test_aio.py::test_basic_surface: "DID NOT RAISE"). It now reads the handle's
+    posted replies first (they ran), so its own ValueError is its own."""
+    async def main() -> None:
+        async with AsyncQueue[int]("toomany", url=url, prefix=prefix) as q:
+            await _warm_int(q)
+            await q.put_many([1, 2])
+            assert await q.get_many(2) == [1, 2]
+            await q.task_done()
+            await q.task_done()  # both posted (no round trip of their own)
+            assert q._counting, "the counts were not posted"
+            order: list[str] = []
+            exchange, run = q._exchange, q._link.run
+
+            async def on_get_connection(*args: Any, **kw: Any) -> Any:
+                order.append("get connection")
+                return await exchange(*args, **kw)
+
+            async def on_a_pooled_one(name: str, *args: Any, **kw: Any) -> Any:
+                order.append(f"pooled {name}")
+                return await run(name, *args, **kw)
+
+            q._exchange = on_get_connection  # type: ignore[method-assign]
+            q._link.run = on_a_pooled_one  # type: ignore[method-assign]
+            with pytest.raises(ValueError, match="task_done"):
+                await q.task_done()
+            assert order[0] == "get connection" and order[-1] == "pooled ack", order
+
+    asyncio.run(main())

@@ -348,6 +348,10 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         try:
             self._owing.popleft()
         except IndexError:
+            # this handle's posted counts first: they went on its get connection, this count
+            # goes on a pooled one, and Redis may run it before them (a call too many would
+            # then count, and a later call raise its ValueError); a round trip only if any
+            await self._settle_owed(True)
             await self._count_done()
             return
         if self._post_count():
