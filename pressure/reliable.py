@@ -104,11 +104,14 @@ class Delivery(Generic[T]):
 
 
 
-def _answered(ack_errors: list[Exception | None], reply: Any) -> bool:
+def _answered(ack_errors: list[Exception | None], reply: Any, loaded: set[str], name: str) -> bool:
     """Whether ``reply``, a posted ack.lua call's, is its answer (it ran); its error, if it
     says one, is kept in ``ack_errors`` for the handle's next call to raise (None: the queue
-    is gone). (The sync handles' and AsyncQueue's posted acknowledgements alike.)"""
+    is gone). A NOSCRIPT takes script ``name`` off ``loaded``. (The sync handles' and
+    AsyncQueue's posted acknowledgements and counts alike.)"""
     if not (isinstance(reply, list) and len(reply) == 2):
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            loaded.discard(name)
         return False
     _note_ack_status(ack_errors, reply[1])
     return True
@@ -132,16 +135,14 @@ def _posted_ack_check(delivery: _Acknowledged, posted: MutableSequence[Any], owe
     another command's exchange): ``delivery`` leaves ``posted``; an answer is read
     (``_answered``); none (lost with the connection: it may have run; refused: it did not)
     puts the delivery in doubt and in ``owed``, sent again by the next call in ack.lua's exact
-    form; a NOSCRIPT takes script ``name`` off ``loaded``. (Sync handles and AsyncQueue.)"""
+    form. (Sync handles and AsyncQueue.)"""
     def check(reply: Any) -> None:
         try:
             posted.remove(delivery)
         except ValueError:
             pass
-        if _answered(ack_errors, reply):
+        if _answered(ack_errors, reply, loaded, name):
             return
-        if isinstance(reply, redis.exceptions.NoScriptError):
-            loaded.discard(name)
         delivery._unsure = True
         owed.append(delivery)
 
@@ -162,10 +163,8 @@ def _posted_count_check(counting: collections.deque[None], counts_owed: collecti
             counting.popleft()
         except IndexError:
             pass
-        if _answered(ack_errors, reply):
+        if _answered(ack_errors, reply, loaded, name):
             return
-        if isinstance(reply, redis.exceptions.NoScriptError):
-            loaded.discard(name)
         if isinstance(reply, redis.exceptions.NoScriptError) or refused_for_now(reply):
             counts_owed.append(None)  # it did not run: counted again
         elif isinstance(reply, redis.RedisError):  # the script failed (what it did stays done)
