@@ -30,12 +30,13 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 import redis
 
 from . import _log, identity, serializers
+from ._packing import Call
 from ._records import _batch_header, _parse_entry
 from ._roles import CONSUMER, MIN_WAIT
 from ._scripts import GET, GetStatus
@@ -361,13 +362,18 @@ class _Consumer(Generic[T]):
         [] if there are none (or another consumer holds the role). Never waits. In reliable
         mode each stays in flight until acknowledged, as after ``receive()``; in the default
         mode they are acknowledged at once, as there."""
-        cid, result = self.queued("many", n)
+        return self.many_after((), n)[1]
+
+    def many_after(self, before: Sequence[Call], n: int) -> tuple[list[Any], list[Delivery[T]]]:
+        """``many(n)``, the script calls ``before`` going ahead of it in the same round trip:
+        (their replies, an error reply as the exception; what ``many`` returns)."""
+        cid, replies, result = self.queued_after(before, "many", n)
         if not result:
-            return []
+            return replies, []
         deliveries = self.deliveries(cid, result)
         if not self.options.reliable:
             self.drop_received(cid)  # in hand: acknowledged, as after receive()
-        return deliveries
+        return replies, deliveries
 
     def many_ids(self, n: int) -> tuple[str, list[bytes]]:
         """What ``many(n)`` takes (reliable mode), as this consumer's id and the delivery
@@ -393,21 +399,34 @@ class _Consumer(Generic[T]):
         (this consumer's id, the reply); the reply is [] if there are none (or another
         consumer holds the role). Never waits. ``keep`` ('batch'): leave what the in-flight
         list holds (the first item of the same get_many)."""
+        cid, _, result = self.queued_after((), mode, n, keep)
+        return cid, result
+
+    def queued_after(self, before: Sequence[Call], mode: str, n: int,
+                     keep: bool = False) -> tuple[str, list[Any], list[bytes]]:
+        """``queued``, the script calls ``before`` going ahead of it in the same round trip
+        (``Backend.pipeline``): (this consumer's id, their replies, the get's reply)."""
         self.retry_cancels()
         cid = self.id()
         self.roles.sweep_if_due()  # as receive() does: a consumer of batches also recovers dead peers
         tail = [*self._tail(cid, mode, "k" if keep else "0"), n]
+        replies: list[Any] = []
         try:
-            result = self.backend.script(self.get_many_command, tail)
+            if before:
+                *replies, result = self.backend.pipeline([*before, (self.get_many_command, tail)])
+                if isinstance(result, redis.RedisError):
+                    self.backend.raise_error(result, "script get", True)
+            else:
+                result = self.backend.script(self.get_many_command, tail)
         except BackendError:
             self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
             raise
         if not isinstance(result, list):
             if result in (GetStatus.EMPTY, GetStatus.BUSY, GetStatus.UNDRAINED):
-                return cid, []
+                return cid, replies, []
             self.raise_for(result)
             raise ProtocolError(f"get script returned {result!r}")
-        return cid, result
+        return cid, replies, result
 
     def deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
         """The Deliveries of entries this consumer received (get.lua 'many'); an item that

@@ -27,6 +27,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 import redis
 
 from . import serializers
+from ._packing import Call
 from ._producer import BATCH
 from ._scripts import WAKE, PutStatus, WakeStatus
 from ._validate import Options
@@ -39,8 +40,6 @@ __all__ = ["Internal", "attach", "internal"]
 T = TypeVar("T")
 Q = TypeVar("Q", bound=Queue[Any])
 
-#: A call for ``Internal.pipeline``: a packed script and the keys and arguments after its fixed ones.
-Call = tuple[PackedScript, Sequence[bytes | str | int]]
 
 
 def attach(cls: type[Q], name: str, config: ConnectionConfig, *, prefix: str,
@@ -113,6 +112,11 @@ class Internal(Generic[T]):
         if not track:
             consumer.unacked.clear()
         return got
+
+    def receive_many_after(self, before: Sequence[Call], n: int) -> tuple[list[Any], list[Delivery[T]]]:
+        """``receive_many(n)`` with the script calls ``before`` ahead of it, in the same round
+        trip: (their replies, an error reply as the exception; the deliveries)."""
+        return self._queue._consumer.many_after(before, n)
 
     def receive_ids(self, n: int) -> tuple[str, list[bytes]]:
         """``receive_many(n, track=False)`` for a reader whose own script settles what it takes

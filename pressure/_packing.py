@@ -12,7 +12,7 @@ import hashlib
 import importlib.resources
 from collections.abc import Sequence
 
-__all__ = ["PackedScript", "pack_command"]
+__all__ = ["Call", "PackedScript", "pack_command"]
 
 
 @functools.cache
@@ -101,3 +101,8 @@ class PackedScript:
                 small = [b"\r\n"]
         chunks.append(b"".join(small))
         return chunks
+
+
+#: A script call: a packed script and the keys and arguments after its fixed ones
+#: (``Backend.pipeline``, ``Internal.pipeline``).
+Call = tuple[PackedScript, Sequence[bytes | str | int]]

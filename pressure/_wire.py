@@ -419,17 +419,20 @@ class Wire(Routing):
         except (BackendError, _RetryLater):
             self._forget_unread(conn)
 
-    def post(self, command: bytes, check: Callable[[Any], None] | None = None) -> None:
+    def post(self, command: bytes, check: Callable[[Any], None] | None = None) -> bool:
         """Send ``command`` (packed, see ``pack_command``) on this thread's connection without
         waiting for its reply (it is read behind the next command's, or by ``flush``): no round
         trip, for a command nothing waits on. If it cannot be sent, it did not run; that is
-        not an error here. ``check`` is called with its reply (an error reply as the
-        exception) when that is read, or with ``LOST`` if it never will be; it must not
-        touch the connection (it runs in the middle of another command).
+        not an error here: ``check(LOST)``, and False is returned. ``check`` is called with
+        its reply (an error reply as the exception) when that is read, or with ``LOST`` if it
+        never will be; it must not touch the connection (it runs in the middle of another
+        command).
 
         On TCP it goes with MSG_MORE: the kernel holds it until this connection's next
         command (one packet and one wake-up of the server for both), for at most 200 ms, or
-        until the socket closes - also when the process is killed."""
+        until the socket closes - also when the process is killed, if no reply waits unread
+        on the connection then (a socket closed with data unread is reset, and what the
+        kernel held is dropped)."""
         conn = self.thread_connection()
         sock = getattr(conn, "_sock", None)
         if (not _MSG_MORE or not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket)
@@ -439,9 +442,9 @@ class Wire(Routing):
             except (BackendError, _RetryLater):  # it did not run: the next get drops the lists
                 if check is not None:
                     check(LOST)
-                return
+                return False
             self._posted(check)
-            return
+            return True
         try:
             sent = sock.send(command, _MSG_MORE)
             if sent < len(command):
@@ -451,8 +454,9 @@ class Wire(Routing):
             self._lose_unread()
             if check is not None:
                 check(LOST)
-            return
+            return False
         self._posted(check)
+        return True
 
     def _posted(self, check: Callable[[Any], None] | None) -> None:
         state = self._thread
