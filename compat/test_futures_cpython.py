@@ -39,8 +39,9 @@ says so ("Difference:"):
 - All ``max_workers`` workers start at the first submit, as with CPython's fork start method;
   worker processes are found through ``statistics().workers`` (``host:pid:...``), not
   ``executor._processes``.
-- A task starts when a worker claims it, not when it enters a call queue: in
-  ``test_cancel_futures`` shutdown first waits for one task to finish (see its docstring).
+- A task is running once a worker claims it (the short tasks a worker takes at once are
+  claimed together, as CPython moves tasks into its call queue), not when it is submitted:
+  in ``test_cancel_futures`` shutdown first waits for one task to finish (see its docstring).
 
 Other adaptations: threading primitives shared with tasks become ``multiprocessing`` manager
 proxies (Semaphore, Event, list); CPython's hand-completed ``Future()`` objects become
@@ -494,7 +495,7 @@ class TestShutdown:
     def test_cancel_futures(self, executor: pressure.Executor) -> None:
         """Pending futures are cancelled, running ones finish. Relaxed: shutdown waits for a
         first task to finish. CPython's pool marks a task running as it enters the call queue,
-        so some always start; a pressure task starts only when a worker claims it, and the 50
+        so some always start; a pressure task runs only once a worker claims it, and the 50
         cancels (a few ms) can all win against workers still starting: correct, but then
         CPython's "at least one finished" cannot hold."""
         fs = [executor.submit(time.sleep, .1) for _ in range(50)]

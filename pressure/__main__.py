@@ -54,6 +54,8 @@ def _bench_main(args: argparse.Namespace) -> int:
 # -- python -m pressure worker ---------------------------------------------------------------
 
 def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
+    from .executor import worker
+
     parser.add_argument("name", help="the executor's name, as in pressure.Executor(name)")
     parser.add_argument("--url", default=None,
                         help="Redis URL (default: REDIS_URL, else REDIS_SERVER, REDIS_PORT, REDIS_DB)")
@@ -61,13 +63,12 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
     parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
     parser.add_argument("--visibility-timeout", type=float, default=30.0,
                         help="seconds before the task of a worker gone silent is redelivered (default 30)")
-    parser.add_argument("--prefetch", type=int, default=8,
-                        help="queued short tasks a worker takes at once (default 8; 1 = one at a time)")
+    parser.add_argument("--prefetch", type=int, default=worker.PREFETCH,
+                        help=f"queued short tasks a worker takes and claims at once (default {worker.PREFETCH}; "
+                             "1 = one at a time: then cancel() cancels any task not started)")
     parser.add_argument("--authkey-file", default=None, metavar="PATH",
                         help="a file holding the key the executor signs its tasks with, one key per line, "
                              "the first signing (default: PRESSURE_AUTHKEY)")
-    from .executor import worker
-
     return worker.__doc__
 
 

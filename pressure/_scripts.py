@@ -348,7 +348,7 @@ SUBMIT = Script("submit", lambda k: (k.claims,), (), more_argv="task_ids")
 
 
 class ClaimStatus(IntEnum):
-    """claim.lua's result: the start number (>= 1: run it), or one of these."""
+    """claim.lua's result for each task: its start number (>= 1: run it), or one of these."""
 
     CANCELLED = 0
     #: started max attempts times already: WorkerLost
@@ -359,9 +359,13 @@ class ClaimStatus(IntEnum):
     NOT_OURS = -3
 
 
+#: The claims hash's field, after a task's id, that counts the starts of a task claimed to start
+#: next ('pre'): its worker increments it as it starts the task (claim.lua).
+STARTED = ":started"
 #: keys: the executor's, and the worker's in-flight list of the task queue
 CLAIM = Script("claim", lambda k, inflight: (k.claims, inflight, k.retried, k.lost),
-               ("consumer_id", "delivery", "task_id", "max_attempts", "inflight_prefix"), ClaimStatus)
+               ("consumer_id", "inflight_prefix"), ClaimStatus,
+               more_argv="delivery, task id and max attempts of each task")
 #: keys as CLAIM's; how many deliveries were acknowledged
 SETTLE = Script("settle", lambda k, inflight: (k.claims, inflight), ("consumer_id",),
                 more_argv="delivery and task id pairs")
@@ -371,13 +375,13 @@ class CancelStatus(IntEnum):
     """cancel.lua's result."""
 
     CANCELLED = 1
-    #: a worker has started it or given up on it
+    #: a worker has started it, holds it to start next, or gave up on it
     STARTED = 0
     #: finished, or not submitted yet
     NOT_MARKED = -1
 
 
-CANCEL = Script("cancel", lambda k: (k.claims,), ("task_id",), CancelStatus)
+CANCEL = Script("cancel", lambda k: (k.claims,), ("task_id", "inflight_prefix"), CancelStatus)
 
 # -- the log of pressure.spark (pressure/spark/log.py) --------------------------------------
 

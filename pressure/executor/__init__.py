@@ -11,8 +11,12 @@ that completes the futures.
 Futures are ``concurrent.futures.Future`` objects (a subclass), so ``wait``,
 ``as_completed``, callbacks and mixing with other executors' futures work.
 ``cancel()`` asks Redis first: it succeeds only if no worker has started the
-task (claim.lua / cancel.lua decide atomically), so a cancelled future never
-runs anywhere.
+task or holds it to start next (claim.lua / cancel.lua decide atomically), so a
+cancelled future never runs anywhere. A worker claims the short tasks it takes
+together (up to its prefetch) as the first of them starts, as
+ProcessPoolExecutor moves tasks into its call queue: a ``cancel()`` of one of
+those returns False (and the future is running), unless the worker gave it
+back to the queue first.
 
 A worker killed mid-task leaves the task in flight; it is delivered again to
 another worker (at least once), and after ``max_attempts`` starts its future
@@ -35,8 +39,10 @@ Data flow (compare concurrent/futures/process.py)::
                                                            |   receive_many / receive
                                                            |              v
                                   put.lua reply, then      |   worker process (worker.py)
-                                  settle.lua (one round  --+   claim.lua -> run -> outcome
-                                  trip per batch)              heartbeat: touch_all, alive
+                                  settle.lua, then the   --+   claim.lua (per batch) ->
+                                  next get (one round          HINCRBY (per task, posted)
+                                  trip per batch)              -> run -> outcome
+                                                               heartbeat: touch_all, alive
 
 A worker process is started by the executor (``WorkerPool``, local) or joins from any
 host (``python -m pressure worker <name>``). Every queue operation of the executor and

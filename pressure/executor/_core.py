@@ -27,7 +27,7 @@ import redis.cluster
 
 from .. import _log
 from .._internal import attach, internal
-from .._scripts import CANCEL, CancelStatus
+from .._scripts import CANCEL, STARTED, CancelStatus
 from .._wire import LOST
 from ..connection import Backend, ConnectionConfig, pack_command
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
@@ -531,14 +531,15 @@ class _Core:
                        if not f.running() and not f.done()]
         pipe = self._backend.client().pipeline(transaction=False)
         pipe.get(self._keys.broken)
-        if pending:
-            pipe.hmget(self._keys.claims, [f._task_id for f in pending])
+        if pending:  # each task's mark, and its count of starts by a worker that claimed it ahead
+            pipe.hmget(self._keys.claims, [field for f in pending for field in (f._task_id, f._task_id + STARTED)])
         broken, *claims = self._backend.call("look around", pipe.execute)
         if broken is not None:
             self._break(broken.decode(errors="replace"))
             return
-        for future, state in zip(pending, claims[0] if claims else ()):
-            if state is not None and state.startswith(b"run:"):
+        fields = claims[0] if claims else []
+        for future, state, started in zip(pending, fields[::2], fields[1::2]):
+            if state is not None and (state.startswith(b"run:") or (state.startswith(b"pre:") and started)):
                 future._started()
         if self._pool is not None:
             self._pool.check()
@@ -564,7 +565,7 @@ class _Core:
         if self._sender.cancel_unsent(task_id):
             return True
         try:
-            answer = CANCEL.call(self._backend, CANCEL.keys(self._keys), (task_id,))
+            answer = CANCEL.call(self._backend, CANCEL.keys(self._keys), (task_id, self._tasks.keys.inflight_prefix))
         except PressureError as exc:
             _log.event(logger, logging.WARNING, "cancel_failed", "pressure executor %r: cannot cancel task %s: "
                        "%s", self._name, task_id, exc, executor=self._name, prefix=self._prefix, task=task_id,

@@ -1,8 +1,9 @@
 -- A worker is done with deliveries of tasks (their replies, if any, were put
 -- just before, in the same pipeline): acknowledge each (its entry leaves the
 -- worker's in-flight list, as ack.lua does) and, in the same step, remove the
--- task's mark if it is this delivery's decision (claim.lua) or 'cancel', so
--- the decision lasts exactly as long as the task is in the queue. A delivery
+-- task's mark (and its ':started' count) if it is this delivery's decision
+-- (claim.lua) or 'cancel', so the decision lasts exactly as long as the task
+-- is in the queue. A delivery
 -- whose mark is another's (a second copy of a task) leaves the mark alone.
 -- KEYS[1] - the executor's claims hash
 -- KEYS[2] - the worker's in-flight list of the task queue (:pressure:inflight:<consumer>)
@@ -18,7 +19,7 @@ for i = 2, #ARGV, 2 do
   local state = redis.call('HGET', claims, task_id)
   local decided_by = state and string.match(state, '^%a+:%d+:(.*:%d+)$')
   if state == 'cancel' or decided_by == consumer_id .. ':' .. delivery then
-    redis.call('HDEL', claims, task_id)
+    redis.call('HDEL', claims, task_id, task_id .. ':started')
   end
 end
 local acked = 0
