@@ -96,6 +96,20 @@ def test_the_rule_names_every_command_a_script_can_call() -> None:
     assert called and called <= set(commands), sorted(called - set(commands))
 
 
+def test_the_rule_names_every_plain_command_pressure_sends() -> None:
+    """Commands sent outside scripts (a worker's posted count of a task's start, a SCRIPT LOAD,
+    the result thread's posted counts...) are checked by the ACL too. WAIT is sent only for
+    ``durability=``, whose extra right the README names."""
+    rule, commands = _readme_rule()
+    allowed = {c.split("|")[0] for c in commands} | {"evalsha"}
+    sent = {m.lower() for f in Path(pressure.__file__).parent.rglob("*.py")
+            for m in re.findall(r"pack_command\(\s*\"([A-Za-z]+)\"", f.read_text())}
+    assert {"hincrby", "incr", "script"} <= sent  # the scan finds them
+    assert sent - allowed == {"wait"}, sorted(sent - allowed)
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "`durability=` also needs `+wait`" in text
+
+
 def test_keys_outside_the_prefix_are_refused(server: RedisServer, prefix: str) -> None:
     admin = redis.Redis.from_url(server.url)
     user = _user(admin, prefix)

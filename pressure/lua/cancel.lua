@@ -15,7 +15,7 @@ local state = redis.call('HGET', claims, task_id)
 if not state then return -1 end
 local cancellable = state == 'q' or state == 'cancel'
 local consumer, seq = string.match(state, '^pre:%d+:(.*):(%d+)$')
-if consumer and redis.call('HEXISTS', claims, task_id .. ':started') == 0 then
+if consumer and not redis.call('HGET', claims, task_id .. ':started') then
   cancellable = true
   local prefix = seq .. ':'
   for _, entry in ipairs(redis.call('LRANGE', inflight_prefix .. consumer, 0, -1)) do
