@@ -41,7 +41,6 @@ T = TypeVar("T")
 Q = TypeVar("Q", bound=Queue[Any])
 
 
-
 def attach(cls: type[Q], name: str, config: ConnectionConfig, *, prefix: str,
            serializer: str | serializers.Serializer = "pickle", create: bool = True,
            reliable: bool = False, visibility_timeout: float = 30.0,
