@@ -50,26 +50,38 @@ _FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.25
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 
 
-def _pending(conn: redis.connection.AbstractConnection) -> bytes | None:
-    """What waits to be read on this connection's socket, without reading it: None if
-    nothing (or no socket, or an in-process fake), b"" if the server has closed it (a
-    pending EOF), else the first byte of a reply not read yet.
+def _readable(sock: socket.socket | int) -> bool:
+    """Whether the kernel holds data, or an end of file, to read on ``sock`` (a socket or its
+    file descriptor): a zero-timeout poll, nothing is read. Raises OSError or ValueError if
+    the socket is gone."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
-    A zero-timeout poll first (a socket with a timeout would otherwise wait that long
-    inside recv), then a peek: nothing is read, and a healthy idle connection has
-    nothing to read.
-    """
+
+def _peek(sock: socket.socket) -> bytes | None:
+    """What waits to be read on ``sock``, without reading it: None if nothing, b"" if the peer
+    closed it (a pending EOF) or the socket failed, else the first byte of what waits. A
+    zero-timeout poll first (a socket with a timeout would otherwise wait that long inside
+    recv), then a peek."""
+    try:
+        if not _readable(sock):
+            return None
+        return bytes(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return None
+    except (OSError, ValueError):
+        return b""
+
+
+def _pending(conn: redis.connection.AbstractConnection) -> bytes | None:
+    """What waits to be read on this connection's socket, without reading it (``_peek``): None
+    if nothing (or no socket, or an in-process fake), b"" if the server has closed it, else the
+    first byte of a reply not read yet. A healthy idle connection has nothing to read."""
     sock = getattr(conn, "_sock", None)
     if not isinstance(sock, socket.socket):
         return None
-    try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        if not poller.poll(0):
-            return None
-        return bytes(sock.recv(1, socket.MSG_PEEK))
-    except OSError:
-        return b""
+    return _peek(sock)
 
 
 #: What a posted command's check is called with when its reply can never be read: the

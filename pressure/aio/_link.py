@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import socket
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar, cast
@@ -31,6 +30,7 @@ import redis.asyncio.connection
 from .. import _log
 from ..cluster import settings_of_cluster
 from ..errors import BackendError
+from .._wire import _peek, _readable
 from ..connection import (
     BLOCK_SLICE,
     PASSWORD_ENV,
@@ -369,9 +369,7 @@ def socket_readable(conn: Any) -> bool:
     if raw is None:
         return False
     try:
-        poller = select.poll()
-        poller.register(raw.fileno(), select.POLLIN)
-        return bool(poller.poll(0))
+        return _readable(raw.fileno())
     except (OSError, ValueError):
         return True  # gone: reading shows how
 
@@ -380,22 +378,20 @@ def closed_by_server(conn: Any) -> bool:
     """Whether the server has closed ``conn`` while it sat idle with nothing to read (a
     restart, a CLIENT KILL, an idle timeout): its end of file waits on the socket, which the
     event loop may not have read yet (redis-py's own check, made when the pool hands a
-    connection out, sees only what the loop has read). A poll, then a peek: nothing is read.
-    A command sent into such a connection fails only when its reply is read, as
-    OutcomeUnknown; found here, it goes on a new connection, unambiguously."""
-    if not socket_readable(conn):
+    connection out, sees only what the loop has read). A poll, then a peek (``_peek``, as the
+    sync handle's): nothing is read. A command sent into such a connection fails only when its
+    reply is read, as OutcomeUnknown; found here, it goes on a new connection, unambiguously."""
+    if not socket_readable(conn):  # the usual case, with nothing more than a poll
         return False
     raw = _raw_socket(conn)
     try:
         sock = socket.socket(raw.family, raw.type, fileno=raw.fileno())  # the same socket, not a copy
-        try:
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        finally:
-            sock.detach()  # the transport's: never closed here
-    except (BlockingIOError, InterruptedError):
-        return False
     except (OSError, AttributeError, ValueError):
-        return True  # reset, or gone: the command goes on a new connection
+        return True  # gone: the command goes on a new connection
+    try:
+        return _peek(sock) == b""
+    finally:
+        sock.detach()  # the transport's: never closed here
 
 
 class _Rerouted(Exception):
