@@ -18,7 +18,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import redis
@@ -107,6 +107,10 @@ class _ThreadState(threading.local):
 _FOR_NOW = ("LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "READONLY ")
 
 
+#: A wire's "process" while its client is built for a forked child (Wire.for_child).
+_FOR_CHILD = -2
+
+
 class _RetryLater(Exception):
     """A command the server refused for now (see ``refused_for_now``): it did not run."""
 
@@ -186,8 +190,12 @@ class Wire(Routing):
     """
 
     def __init__(self, config: ConnectionConfig,
-                 client: redis.Redis | redis.cluster.RedisCluster | None = None) -> None:
+                 client: redis.Redis | redis.cluster.RedisCluster | None = None, *,
+                 loaded: Iterable[str] = ()) -> None:
         self.config = config
+        #: scripts another process of ours just loaded on the server (a forked worker's parent):
+        #: known loaded on the first connection only (a later one may meet a restarted server)
+        self._assumed = frozenset(loaded)
         # on a cluster, pressure makes its own connections to the slot's owner (with the
         # cluster client's settings): a RedisCluster's own are never used
         self._given = client if isinstance(client, redis.Redis) and config.cluster is None else None
@@ -217,7 +225,8 @@ class Wire(Routing):
     def _connect(self) -> redis.Redis:
         with self._lock:
             pid = os.getpid()
-            if self._client is not None and self._pid == pid:
+            if self._client is not None and self._pid in (pid, _FOR_CHILD):
+                self._pid = pid  # (built for a forked child, never used: now this process's)
                 return self._client
             if self.config.cluster is not None:
                 if self._owner is None or pid != self._pid:
@@ -227,14 +236,28 @@ class Wire(Routing):
                 client = self._given
             else:
                 client = self.config.new_client()
-            timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
-            # a blocking command must end on the server before the socket gives up,
-            # or its reply (maybe a popped token or item) is lost
-            self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
-            self.refused_for = float(timeout) if timeout else SOCKET_TIMEOUT
-            self._loaded = set()
-            self._client, self._pid = client, pid
+            self._use(client, pid)
             return client
+
+    def _use(self, client: redis.Redis, pid: int) -> None:
+        """Make ``client`` this wire's, for process ``pid`` (_FOR_CHILD: see for_child)."""
+        timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        # a blocking command must end on the server before the socket gives up,
+        # or its reply (maybe a popped token or item) is lost
+        self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
+        self.refused_for = float(timeout) if timeout else SOCKET_TIMEOUT
+        self._loaded, self._assumed = set(self._assumed), frozenset()
+        self._client, self._pid = client, pid
+
+    def for_child(self) -> None:
+        """Build this (unused) wire's client now, for the next process forked from this one,
+        which then takes it as its own instead of building one (in a child just forked that
+        costs about 1 ms: every page it touches first is copied). Its pool never connected
+        here, so the child shares no connection; the first process to use it owns it. Not on
+        a cluster (its client is built for the master of the slot, asked for first)."""
+        with self._lock:
+            if self._client is None and self.config.cluster is None and self._given is None:
+                self._use(self.config.new_client(), _FOR_CHILD)
 
     def _until_served(self, what: str, attempt: Callable[[], _R]) -> _R:
         """``attempt()``, again after a pause each time the server refuses it for now, for up

@@ -161,7 +161,7 @@ class Backend(Wire):
         return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
-                 pooled: bool = False, after: Sequence[bytes] = ()) -> list[Any]:
+                 pooled: bool = False, after: Sequence[bytes] = (), load: Sequence[str] = ()) -> list[Any]:
         """Run several packed scripts in one round trip on this thread's connection, in order
         (``pooled``: on a connection of the client's pool, as ``run``: for a thread that sends
         once, which then opens no connection of its own). ``after``: plain commands
@@ -177,7 +177,8 @@ class Backend(Wire):
         failed) are sent again once their scripts are loaded; so are all the calls when the
         server refused every one for now (see ``refused_for_now``). A reply lost with a
         connection that redis-py dropped on an earlier error reply is a ConnectionError:
-        that call may or may not have run.
+        that call may or may not have run. ``load``: more scripts to load in the same round
+        trip, for calls to come (not known to be loaded here: see ``is_loaded``).
         """
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
 
@@ -187,7 +188,8 @@ class Backend(Wire):
             return self._on_pool_connection(what, attempt_on)
 
         def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
-            loads = list(dict.fromkeys(command.name for command, _ in calls if command.name not in self._loaded))
+            names = [*(command.name for command, _ in calls), *load]
+            loads = list(dict.fromkeys(name for name in names if name not in self._loaded))
             replies = self._pipeline_once(conn, calls, what, loads, after)
             if replies and all(map(refused_for_now, replies)):
                 raise _RetryLater(replies[0])

@@ -17,6 +17,7 @@ import pressure
 from pressure._internal import attach, internal
 from pressure.config import ConnectionConfig
 from pressure.executor import worker
+from pressure.executor._initializer import no_initializer
 from pressure.executor.worker import WorkerConfig, WorkerPool, run_worker
 from pressure.keys import ExecutorKeys, QueueKeys
 from tests.test_executor import SOON, wait_for
@@ -198,7 +199,7 @@ def test_the_first_task_is_queued_before_the_executors_threads_start(
     ex.shutdown()
     with pressure.Executor(url=url, prefix=prefix, max_workers=1, local_workers=True) as ex:
         assert ex.submit(pow, 2, 3).result(timeout=SOON) == 8
-        assert ex._core._pool is not None and ex._core._pool.initializer is worker.no_initializer
+        assert ex._core._pool is not None and ex._core._pool.initializer is no_initializer
 
 
 def test_a_first_task_that_cannot_be_pickled_fails_alone(url: str, prefix: str) -> None:

@@ -27,7 +27,7 @@ import redis.cluster
 
 from .. import _log
 from .._internal import attach, internal
-from .._scripts import CANCEL, STARTED, CancelStatus
+from .._scripts import CANCEL, GET, STARTED, CancelStatus
 from .._wire import LOST
 from ..connection import Backend, ConnectionConfig, pack_command
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
@@ -35,8 +35,10 @@ from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
 from ..queue import Queue
 from ..signing import Signer, key_id
+from ._handles import WORKER_SCRIPTS, Prepared
+from ._initializer import no_initializer
 from ._sender import _CLAIM_BATCH, _Outgoing, _Sender
-from .worker import ALIVE_FOR, Task, WorkerPool, no_initializer, unpack_outcome
+from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
 
 __all__ = ["ExecutorStatistics"]
 
@@ -231,8 +233,11 @@ class _Core:
         _Sender.send_now). If the task queue cannot be created (of another kind, say), the
         result queue made with it goes again."""
         tasks, results = internal(self._tasks), internal(self._results)
+        # and the scripts of the result thread's get and, if this process may start workers,
+        # of theirs: loaded here (see Prepared), not by each of them on its way to a first reply
+        load = WORKER_SCRIPTS if self._local_workers is not False else (GET.name,)
         created, made, *replies = self._backend.pipeline(
-            [tasks.create_call(), results.create_call()], pooled=True, after=setup)
+            [tasks.create_call(), results.create_call()], pooled=True, after=setup, load=load)
         try:
             results.created(made)
             tasks.created(created)
@@ -347,22 +352,25 @@ class _Core:
     # -- the result thread --------------------------------------------------------
 
     def _start(self, first: _Outgoing | None) -> bool:
-        """On first use (lock held): local workers if needed (started here, in the submitting
-        thread, before this executor has threads of its own: forked, as ProcessPoolExecutor's,
-        they start in a few ms; if Redis cannot say whether workers are alive elsewhere, the
-        result thread asks again); then the first task, sent from this thread while they start
-        up (one round trip, never waiting: it is there when they first look, instead of
-        waiting for the sender thread); then the result and sender threads. Whether ``first``
-        went (or failed for good): if not, it is for the sender thread."""
-        deferred = False
+        """On first use (lock held): the first task, sent from this thread (one round trip,
+        never waiting: it is there when the workers first look, instead of waiting for the
+        sender thread); then local workers if needed (started here, in the submitting thread,
+        before this executor has threads of its own: forked, as ProcessPoolExecutor's, they
+        start in a few ms; if Redis cannot say whether workers are alive elsewhere, the result
+        thread asks again); then the result and sender threads. The task goes before the fork:
+        sent while the workers just forked start up, its round trip took 6-8 ms instead of 1
+        on two cores, and it could come after their first look. Whether ``first`` went (or
+        failed for good): if not, it is for the sender thread."""
+        deferred = spawn = False
         if self._local_workers is not False:
             try:
-                if self._local_workers or not self._alive_anywhere():
-                    self._spawn_pool()
+                spawn = bool(self._local_workers) or not self._alive_anywhere()
             except BackendError:
                 deferred = True
         sent = first is None or self._sender.send_now(first)
         try:
+            if spawn:
+                self._spawn_pool()
             self._thread = threading.Thread(target=self._collect, args=(deferred,),
                                             name=f"pressure-executor-{self._id}")
             self._sender.start(self._id)
@@ -387,7 +395,9 @@ class _Core:
                                 processes=self._max_workers,
                                 visibility_timeout=self._visibility_timeout,
                                 initializer=self._initializer or no_initializer, initargs=self._initargs,
-                                mp_context=self._mp_context, authkey=self._authkey or None).start()
+                                mp_context=self._mp_context, authkey=self._authkey or None,
+                                _prepared=Prepared(frozenset(filter(self._backend.is_loaded, WORKER_SCRIPTS)),
+                                                   self._results.name)).start()
 
     def _start_workers(self) -> None:
         """Local worker processes, if wanted: ``local_workers=True``, or None and no worker of

@@ -143,7 +143,7 @@ class _Sender:
 
     def send_now(self, entry: _Outgoing) -> bool:
         """Send one task from the submitting thread, before the sender thread exists (the
-        first task, while the workers just forked start up): it is in Redis when they first
+        first task, just before the local workers are forked): it is in Redis when they first
         look (it used to wait for the sender thread, started last). Never waits for room or
         for Redis: False if the task is for the sender thread after all (Redis unreachable,
         the queue full or busy, closed or gone: it retries and reports); True if it went in,

@@ -55,7 +55,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import redis
 
@@ -69,8 +69,10 @@ from ..errors import DeserializationError, Empty, PressureError, ShutDown, Worke
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
-from ..signing import Authkey, Signer, key_id, resolve_authkey
+from ..signing import Authkey, resolve_authkey
 from ._claims import Claims
+from ._handles import Handles, Prepared
+from ._initializer import initialize
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
 
@@ -190,30 +192,30 @@ class _Worker:
     worker stops.
     """
 
-    def __init__(self, where: WorkerConfig, stop: Callable[[], bool], backend: Backend | None = None) -> None:
+    def __init__(self, where: WorkerConfig, stop: Callable[[], bool], backend: Backend | None = None, *,
+                 made: bool = False, handles: Handles | None = None) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
         # one backend for every queue: replies and settlements share one round trip
         self.backend = backend or Backend(where.config)
         self.backend.route(self.keys.claims, f"executor {where.name!r}")  # on a cluster: its slot
-        self.tasks: Queue[Task] = attach(
-            Queue, self.keys.tasks, where.config, prefix=where.prefix, reliable=True,
-            visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=self.backend,
-            authkey=where.authkey, create=False)
+        self.handles = handles or Handles.build(where, self.backend)
+        self.tasks = self.handles.tasks
         self.id = f"{identity.client_id()}#{uuid.uuid4().hex[:8]}"
         # the consumer this (main) thread receives tasks as: its in-flight list holds them
         self.link = internal(self.tasks)
-        # created if need be (a worker may start before its executor) on this thread's own
-        # connection, the one its gets and replies go on: the first task is one connect and
-        # handshake away, not two (a create on a pooled connection opened one more)
-        [created] = self.link.pipeline([self.link.create_call()])
-        self.link.created(created)
+        if not made:
+            # created if need be (a worker may start before its executor) on this thread's own
+            # connection, the one its gets and replies go on: the first task is one connect and
+            # handshake away, not two (a create on a pooled connection opened one more)
+            [created] = self.link.pipeline([self.link.create_call()])
+            self.link.created(created)
         self.consumer = self.link.consumer_id()
         self.inflight = self.tasks.keys.inflight(self.consumer)
         self.claims = Claims(self.backend, self.keys, self.inflight, self.tasks.keys.inflight_prefix, self.consumer,
                              (self.id, where.name, where.prefix))
         self.stop = stop
-        self.replies: dict[str, Queue[bytes]] = {}
+        self.replies = self.handles.replies
         self.held: collections.deque[Delivery[Task]] = collections.deque()  # received, not started
         #: claim.lua's decisions about held deliveries claimed with an earlier one (by delivery
         #: id): a start number (to be counted as it starts), or a decision not to run it
@@ -293,12 +295,7 @@ class _Worker:
                 raise
 
     def _reply_queue(self, task: Task) -> Queue[bytes]:
-        queue = self.replies.get(task.reply_to)
-        if queue is None:
-            queue = self.replies[task.reply_to] = attach(
-                Queue, task.reply_to, self.where.config, prefix=self.where.prefix, serializer="bytes",
-                create=False, backend=self.backend, authkey=self.where.authkey)
-        return queue
+        return self.handles.reply_queue(self.where, task.reply_to)
 
     def fetch(self, done: list[tuple[Delivery[Task], bytes | None]] | None = None) -> None:
         """Send the replies of the tasks ``done`` and settle them, and take what is queued now
@@ -549,70 +546,31 @@ class _Worker:
                        pid=os.getpid(), given_back=len(held))
 
 
-def no_initializer() -> None:
-    """The initializer of local workers whose executor has none: known to be none, so they
-    start without reading the executor's configuration from Redis (a connection and a
-    round trip before their first task)."""
-
-
-def _initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
-                initargs: tuple[Any, ...], stop: Callable[[], bool], backend: Backend) -> bool | None:
-    """Run the executor's initializer (passed in, or stored in Redis by the executor for
-    workers that join from elsewhere). If it fails, the executor is broken: say why in
-    Redis, where executors look, and return False. None: told to stop while Redis could
-    not be reached to read it."""
-    keys = ExecutorKeys.build(where.prefix, where.name)
-    client = backend.route(keys.claims, f"executor {where.name!r}").client()
-    complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
-    stored: Any = None
-    while initializer is None:
-        if stop():
-            return None
-        try:
-            stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
-            complaint.succeeded()
-            if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
-                _log.event(logger, logging.ERROR, "authkey_mismatch", "executor %r signs its tasks with "
-                           "a key this worker does not hold: start workers with --authkey-file or "
-                           "PRESSURE_AUTHKEY (this worker stops)", where.name, executor=where.name)
-                return None
-            break
-        except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
-            complaint.failed(exc)
-            pause(_POLL, stop)
-    try:
-        if stored is not None:
-            if where.authkey:  # never unpickled unless the executor signed it
-                stored = Signer(where.authkey, keys.config).verify(stored)
-            initializer, initargs = pickle.loads(stored)
-        if initializer is not None:
-            initializer(*initargs)
-        return True
-    except BaseException as exc:  # noqa: BLE001
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        _log.event(logger, logging.ERROR, "initializer_failed", "worker initializer failed:\n%s", text,
-                   executor=where.name, prefix=where.prefix, error=repr(exc))
-        client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
-        return False
-
-
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
     """Run one worker in this process until ``stop()`` is true; the exit status."""
-    backend = Backend(where.config)  # the worker's connections, from the first round trip on
-    initialized = _initialize(where, initializer, initargs, stop, backend)
+    return _run_worker(where, stop, initializer, initargs, None, None)
+
+
+def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Callable[..., Any] | None,
+                initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> int:
+    """run_worker, for a worker whose executor ``prepared`` its way (None: nothing is known),
+    with the handles its parent made for it (see WorkerPool.start), or new ones."""
+    # the worker's connections, from the first round trip on
+    backend = handles.backend if handles else Backend(where.config, loaded=prepared.scripts if prepared else ())
+    initialized = initialize(where, initializer, initargs, stop, backend)
     if initialized is None:
         backend.disconnect()
         return 0
     if not initialized:
         backend.disconnect()
         return 1
-    _Worker(where, stop, backend).loop()
+    _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
     return 0
 
 
 def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[..., Any] | None,
-                  initargs: tuple[Any, ...]) -> None:
+                  initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> None:
     """A worker process: SIGINT is the parent's to handle (it sets the shared byte
     ``stopping``, which is read without a lock). Exit status 0: stopped; 1: the initializer
     failed; 2: it crashed (the pool starts another). Its log lines are timestamped (a new
@@ -621,7 +579,7 @@ def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[...,
     if not logging.getLogger().handlers:
         logging.basicConfig(format=LOG_FORMAT)
     try:
-        status = run_worker(where, lambda: stopping.value != 0, initializer, initargs)
+        status = _run_worker(where, lambda: stopping.value != 0, initializer, initargs, prepared, handles)
     except Exception:
         _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
                    exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
@@ -671,7 +629,7 @@ class WorkerPool:
                  initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = (),
                  mp_context: multiprocessing.context.BaseContext | None = None,
                  config: ConnectionConfig | None = None, prefetch: int = PREFETCH,
-                 authkey: Authkey | None = None) -> None:
+                 authkey: Authkey | None = None, _prepared: Prepared | None = None) -> None:
         if config is None:
             config = ConnectionConfig.resolve(url)
         if processes is None:
@@ -691,12 +649,17 @@ class WorkerPool:
         self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
         self._waker: Queue[Task] | None = None
+        self._prepared = _prepared  # by the executor that starts this pool: see Prepared
+        #: forked workers' queue handles, built here (their backend's client too: see
+        #: Wire.for_child) and never used here: each takes its copy as its own
+        self._for_child: Handles | None = None
 
     def _spawn(self) -> Any:
         if self.context.get_start_method() == "forkserver":
             _own_forkserver()
         proc = self.context.Process(target=_process_main, name="pressure-worker",
-                                    args=(self.where, self.stopping, self.initializer, self.initargs))
+                                    args=(self.where, self.stopping, self.initializer, self.initargs,
+                                          self._prepared, self._for_child))
         proc.start()
         return proc
 
@@ -707,6 +670,12 @@ class WorkerPool:
             for script in (CREATE, GET, CLAIM, SETTLE, PUT):
                 _script_sha(script.name)
                 _load_command(script.name)
+            # and their queue handles: built in a child just forked, they cost it about 2 ms
+            # more (every page a child touches first is copied)
+            prepared = self._prepared or Prepared()
+            backend = Backend(self.where.config, loaded=prepared.scripts)
+            backend.for_child()
+            self._for_child = Handles.build(self.where, backend, (prepared.results,) if prepared.results else ())
         self.procs = [self._spawn() for _ in range(self.processes)]
         _log.event(logger, logging.INFO, "pool_start", "%d workers for executor %r started", self.processes,
                    self.where.name, executor=self.where.name, prefix=self.where.prefix,

@@ -1,0 +1,74 @@
+"""What a worker process starts with: the handles of its executor's queues, and what the
+executor that started it prepared for it.
+
+An executor that starts local workers loads the scripts of their way to a first reply in its
+constructor's round trip (``WORKER_SCRIPTS``), and a pool that forks its workers builds their
+queue handles before it forks (``Handles``, on a backend whose client is built for the child:
+``Wire.for_child``): built in a child just forked they would cost it about 2 ms more, since
+every page a child touches first is copied. So a forked worker's first task is one connect,
+one get and one claim away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._internal import attach
+from .._scripts import CLAIM, GET, PUT, SETTLE
+from ..connection import Backend
+from ..keys import ExecutorKeys
+from ..queue import Queue
+
+if TYPE_CHECKING:
+    from .worker import Task, WorkerConfig
+
+__all__ = ["WORKER_SCRIPTS", "Handles", "Prepared"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What the executor starting a pool did for its workers in its constructor's round trip:
+    it made the task queue (they do not create it again) and loaded ``scripts`` on the server
+    (they call them without a SCRIPT LOAD in front; a server that lost them meanwhile
+    answers NOSCRIPT, and they are loaded then)."""
+
+    scripts: frozenset[str] = frozenset()
+    #: the name of the executor's result queue (the workers' first replies go there)
+    results: str = ""
+
+
+#: The scripts a worker calls on its way to its first reply (the executor loads them for its
+#: local workers: see Prepared).
+WORKER_SCRIPTS = (GET.name, CLAIM.name, SETTLE.name, PUT.name)
+
+
+@dataclass
+class Handles:
+    """A worker's handles of its executor's queues, all on one backend (replies and settlements
+    share a round trip): the task queue, and the result queues it replies to by name (added as
+    tasks name them). None is created here."""
+
+    backend: Backend
+    tasks: Queue[Task]
+    replies: dict[str, Queue[bytes]]
+
+    @classmethod
+    def build(cls, where: WorkerConfig, backend: Backend, replies: tuple[str, ...] = ()) -> Handles:
+        tasks: Queue[Task] = attach(
+            Queue, ExecutorKeys.build(where.prefix, where.name).tasks, where.config, prefix=where.prefix,
+            reliable=True, visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=backend,
+            authkey=where.authkey, create=False)
+        handles = cls(backend, tasks, {})
+        for name in replies:
+            handles.reply_queue(where, name)
+        return handles
+
+    def reply_queue(self, where: WorkerConfig, name: str) -> Queue[bytes]:
+        """The handle of the result queue ``name``."""
+        queue = self.replies.get(name)
+        if queue is None:
+            queue = self.replies[name] = attach(
+                Queue, name, where.config, prefix=where.prefix, serializer="bytes", create=False,
+                backend=self.backend, authkey=where.authkey)
+        return queue

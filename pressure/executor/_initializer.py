@@ -1,0 +1,75 @@
+"""A worker's initializer: passed in by its pool, or stored in Redis by the executor for
+workers that join from elsewhere (signed, with an authkey); a failure breaks the executor."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
+
+from .. import _log
+from ..connection import Backend
+from ..keys import ExecutorKeys
+from ..outage import Complaint, pause
+from ..signing import Signer, key_id
+
+if TYPE_CHECKING:
+    from .worker import WorkerConfig
+
+__all__ = ["initialize", "no_initializer"]
+
+logger = _log.WORKER
+
+#: How often a worker asks again for its executor's configuration while Redis cannot be reached.
+RETRY = 0.5
+
+
+def no_initializer() -> None:
+    """The initializer of local workers whose executor has none: known to be none, so they
+    start without reading the executor's configuration from Redis (a connection and a
+    round trip before their first task)."""
+
+
+def initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
+                initargs: tuple[Any, ...], stop: Callable[[], bool], backend: Backend) -> bool | None:
+    """Run the executor's initializer (passed in, or stored in Redis by the executor for
+    workers that join from elsewhere). If it fails, the executor is broken: say why in
+    Redis, where executors look, and return False. None: told to stop while Redis could
+    not be reached to read it."""
+    keys = ExecutorKeys.build(where.prefix, where.name)
+    client = backend.route(keys.claims, f"executor {where.name!r}").client()
+    complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
+    stored: Any = None
+    while initializer is None:
+        if stop():
+            return None
+        try:
+            stored, signed = cast("list[Any]", client.mget(keys.config, keys.signed))
+            complaint.succeeded()
+            if signed is not None and bytes.fromhex(signed.decode()) not in {key_id(k) for k in where.authkey}:
+                _log.event(logger, logging.ERROR, "authkey_mismatch", "executor %r signs its tasks with "
+                           "a key this worker does not hold: start workers with --authkey-file or "
+                           "PRESSURE_AUTHKEY (this worker stops)", where.name, executor=where.name)
+                return None
+            break
+        except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
+            complaint.failed(exc)
+            pause(RETRY, stop)
+    try:
+        if stored is not None:
+            if where.authkey:  # never unpickled unless the executor signed it
+                stored = Signer(where.authkey, keys.config).verify(stored)
+            initializer, initargs = pickle.loads(stored)
+        if initializer is not None:
+            initializer(*initargs)
+        return True
+    except BaseException as exc:  # noqa: BLE001
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        _log.event(logger, logging.ERROR, "initializer_failed", "worker initializer failed:\n%s", text,
+                   executor=where.name, prefix=where.prefix, error=repr(exc))
+        client.set(keys.broken, f"A worker's initializer failed: {exc!r}")
+        return False
