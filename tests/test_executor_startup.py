@@ -32,8 +32,8 @@ from pressure.testing import RedisServer
 from tests import executor_tasks as tasks
 from tests.test_executor import SOON, gate, make_executor  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.skipif(multiprocessing.get_start_method() != "fork",
-                                reason="a pool builds its workers' handles only where it forks")
+forking = pytest.mark.skipif(multiprocessing.get_start_method() != "fork",
+                             reason="a pool builds its workers' handles only where it forks")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +97,7 @@ def test_the_constructor_loads_the_scripts_of_its_workers_first_task(
     assert _exists(r, WORKER_SCRIPTS) == [True] * len(WORKER_SCRIPTS)
 
 
+@forking
 def test_a_forked_worker_neither_loads_nor_creates_before_its_first_task(
         url: str, make_executor: Callable[..., pressure.Executor]) -> None:
     """Before the change each worker sent a SCRIPT LOAD of create.lua, a create of the task
@@ -120,6 +121,7 @@ def test_a_forked_worker_neither_loads_nor_creates_before_its_first_task(
     assert ["EVALSHA", _script_sha("get")] in sent and ["EVALSHA", _script_sha("claim")] in sent, sent
 
 
+@forking
 @pytest.mark.parametrize("workers", [1, 2])
 def test_workers_told_their_scripts_are_loaded_run_on_a_server_that_lost_them(
         url: str, make_executor: Callable[..., pressure.Executor], workers: int) -> None:
@@ -142,6 +144,7 @@ def _child_client_id(backend: Backend, results: Any) -> None:
     results.put((client.client_id(), bool(backend.is_loaded("get"))))
 
 
+@forking
 def test_a_wire_built_for_children_gives_each_its_own_connection(url: str) -> None:
     backend = Backend(ConnectionConfig.resolve(url), loaded=("get",))
     backend.for_child()
@@ -194,6 +197,7 @@ def _pid_after(seconds: float) -> int:
     return os.getpid()
 
 
+@forking
 def test_forked_workers_share_nothing_the_pool_built(url: str, prefix: str) -> None:
     """Two workers forked from one pool's handles take a task each at the same time, on
     connections of their own; the pool's handles stay unused."""
@@ -216,3 +220,15 @@ def test_forked_workers_share_nothing_the_pool_built(url: str, prefix: str) -> N
         assert keys.tasks and where.name == "handles"
     finally:
         pool.stop()
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_workers_started_otherwise_are_prepared_too(
+        url: str, make_executor: Callable[..., pressure.Executor], method: str) -> None:
+    """Workers that are not forked get what their executor prepared through pickling (no
+    handles: they build their own), and skip the create and the loads all the same."""
+    r = redis.Redis.from_url(url)
+    executor = make_executor(max_workers=2, local_workers=True, mp_context=multiprocessing.get_context(method))
+    r.script_flush()  # and they still run on a server that lost the scripts
+    futures = [executor.submit(tasks.square, i) for i in range(6)]
+    assert [f.result(timeout=SOON) for f in futures] == [i * i for i in range(6)]
