@@ -1,7 +1,7 @@
 """The machinery of a ``pressure.Executor`` (pressure/executor/__init__.py has the data-flow
 diagram): ``_Core``, everything an Executor does apart from the Executor object itself (its
-result thread, its futures, its local workers, and its sender: pressure/executor/_sender.py),
-and the futures it hands out.
+result thread, its futures, its local workers, its sender: pressure/executor/_sender.py, and
+the counting of its results: pressure/executor/_outcomes.py), and the futures it hands out.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import redis.cluster
 from .. import _log
 from .._internal import attach, internal
 from .._scripts import CANCEL, GET, STARTED, CancelStatus
-from .._wire import LOST
 from ..connection import Backend, ConnectionConfig, pack_command
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
@@ -37,8 +36,9 @@ from ..queue import Queue
 from ..signing import Signer, key_id
 from ._handles import WORKER_SCRIPTS, Prepared
 from ._initializer import no_initializer
+from ._outcomes import WAKE_MESSAGE, Ahead, Outcomes
 from ._sender import _CLAIM_BATCH, _Outgoing, _Sender
-from .worker import ALIVE_FOR, Task, WorkerPool, unpack_outcome
+from .worker import ALIVE_FOR, Task, WorkerPool
 
 __all__ = ["ExecutorStatistics"]
 
@@ -47,9 +47,6 @@ logger = _log.EXECUTOR
 #: How long the result thread waits for a result before it looks around
 #: (shutdown, a broken executor, dead local workers).
 _POLL = 0.25
-#: What shutdown() puts in the result queue to wake the result thread (a result is never
-#: empty: it starts with its task's id).
-WAKE_MESSAGE = b""
 
 _cores: weakref.WeakSet[_Core] = weakref.WeakSet()
 _exiting = threading.Event()
@@ -90,29 +87,6 @@ class ExecutorStatistics:
     lost: int
     #: Workers heard from in the last few seconds, by identifier (host:pid:thread#token).
     workers: tuple[str, ...]
-
-
-def _parse_result(message: bytes) -> tuple[str, bool, Any]:
-    """A result message's task id, whether the task succeeded, and its result or exception."""
-    task_id, _, data = message.partition(b"\n")
-    try:
-        ok, value = unpack_outcome(data)
-    except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
-        ok, value = False, exc
-    return task_id.decode(), ok, value
-
-
-@dataclass(slots=True)
-class _Ahead:
-    """A result whose count was posted ahead of the read of the results behind it."""
-
-    task_id: str
-    ok: bool
-    value: Any
-    #: whether the count ran (or may have: ``lost``): None until its reply is read; False if
-    #: it was refused (an error reply: it did not run)
-    counted: bool | None = None
-    lost: bool = False
 
 
 class _TaskFuture(Future):  # type: ignore[type-arg]
@@ -210,6 +184,7 @@ class _Core:
         self._pool: WorkerPool | None = None
         self._sender = _Sender(self._name, self._tasks, self._keys, self._futures,
                                outage_limit, lambda: self._cleaned, self._break)
+        self._outcomes = Outcomes(self._backend, self._keys, self._futures, self._name, self._prefix)
         # a failure of an earlier run is not ours
         setup = [pack_command("DEL", self._keys.broken)]
         if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
@@ -432,10 +407,10 @@ class _Core:
                 self._start_workers()
             while True:
                 raw: list[bytes] = []
-                ahead: _Ahead | None = None
+                ahead: Ahead | None = None
                 try:
                     raw.append(self._results.get(timeout=_POLL))
-                    ahead = self._count_ahead(raw[0])
+                    ahead = self._outcomes.count_ahead(raw[0])
                     # and whatever else has arrived, in one more round trip (which carries the
                     # first result's count, posted just before)
                     raw += [d.item for d in internal(self._results).receive_many(_CLAIM_BATCH)]
@@ -451,7 +426,7 @@ class _Core:
                     complaint.succeeded()
                 raw = [message for message in raw if message != WAKE_MESSAGE]
                 if raw:
-                    self._complete_all(raw, ahead)
+                    self._outcomes.complete_all(raw, ahead)
                 if not raw or time.monotonic() - last_look > 1.0:
                     last_look = time.monotonic()
                     try:
@@ -468,70 +443,6 @@ class _Core:
             self._break(f"the result thread failed: {exc!r}")
         finally:
             self._cleanup(patience=self._outage_limit)
-
-    def _count_ahead(self, message: bytes) -> _Ahead | None:
-        """Post the count of the result just read (INCRBY done or failed, no round trip of its
-        own: it goes with the next command of the result thread, the read of the results
-        behind it, whose reply comes after the count's), if it is a pending future's. A lone
-        result is then counted and completed one round trip after it is read, not two."""
-        if message == WAKE_MESSAGE:
-            return None
-        ahead = _Ahead(*_parse_result(message))
-        if ahead.task_id not in self._futures:
-            return None
-        counter = self._keys.done if ahead.ok else self._keys.failed
-
-        def check(reply: Any) -> None:
-            ahead.counted = reply is LOST or not isinstance(reply, redis.RedisError)
-            ahead.lost = reply is LOST  # it may or may not have run
-
-        self._backend.post(pack_command("INCRBY", counter, 1), check)
-        return ahead
-
-    def _complete_all(self, messages: list[bytes], ahead: _Ahead | None = None) -> None:
-        """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
-        counts once; ``ahead``, the first message's, posted already by _count_ahead), then
-        complete the futures. The tasks' claims are the workers' to remove (settle.lua), when
-        the tasks leave the queue."""
-        outcomes: list[tuple[str, bool, Any]] = []
-        for i, message in enumerate(messages):
-            if i == 0 and ahead is not None:
-                outcomes.append((ahead.task_id, ahead.ok, ahead.value))  # parsed already
-            else:
-                outcomes.append(_parse_result(message))
-        fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
-        if ahead is not None and ahead.task_id in fresh:
-            if ahead.counted is None:
-                self._backend.flush()  # its reply is not read yet (the read behind it failed)
-            if ahead.counted:  # counted on its own (else refused, so not run: counted below)
-                del fresh[ahead.task_id]
-            if ahead.lost:
-                _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
-                           "failed: the connection was lost with the reply", self._name, executor=self._name,
-                           prefix=self._prefix, error="reply lost")
-        done = sum(fresh.values())
-        pipe = self._backend.client().pipeline(transaction=False)
-        if done:
-            pipe.incrby(self._keys.done, done)
-        if len(fresh) > done:
-            pipe.incrby(self._keys.failed, len(fresh) - done)
-        try:
-            if fresh:
-                self._backend.call("count results", pipe.execute, mutating=True)
-        except BackendError as exc:  # the results are ours all the same: complete the futures
-            _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
-                       "failed: %s", self._name, exc, executor=self._name, prefix=self._prefix, error=str(exc))
-        for tid, ok, value in outcomes:
-            future = self._futures.pop(tid, None)
-            if future is None:
-                continue
-            try:
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
-            except concurrent.futures.InvalidStateError:
-                pass  # cancelled meanwhile
 
     def _look_around(self) -> None:
         """A worker's initializer failed (the executor is broken); local workers died; which

@@ -1,0 +1,132 @@
+"""How an executor completes its futures from the results its workers send: each result is
+counted in Redis (``:executor:stats:done`` or ``failed``) before its future completes, so that
+``statistics()`` agrees with what a caller has seen finish; a reply a worker sent twice (a task
+run again after its worker was lost) counts once, since only a pending future's counts."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import redis
+
+from .. import _log
+from .._wire import LOST
+from ..connection import Backend, pack_command
+from ..errors import BackendError
+from ..keys import ExecutorKeys
+from .worker import unpack_outcome
+
+__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes"]
+
+logger = _log.EXECUTOR
+
+#: What shutdown() puts in the result queue to wake the result thread (a result is never
+#: empty: it starts with its task's id).
+WAKE_MESSAGE = b""
+
+
+def _parse_result(message: bytes) -> tuple[str, bool, Any]:
+    """A result message's task id, whether the task succeeded, and its result or exception."""
+    task_id, _, data = message.partition(b"\n")
+    try:
+        ok, value = unpack_outcome(data)
+    except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
+        ok, value = False, exc
+    return task_id.decode(), ok, value
+
+
+@dataclass(slots=True)
+class Ahead:
+    """A result whose count was posted ahead of the read of the results behind it."""
+
+    task_id: str
+    ok: bool
+    value: Any
+    #: whether the count ran (or may have: ``lost``): None until its reply is read; False if
+    #: it was refused (an error reply: it did not run)
+    counted: bool | None = None
+    lost: bool = False
+
+
+_F = TypeVar("_F", bound=Future[Any])
+
+
+class Outcomes(Generic[_F]):
+    """The result thread's counting and completing of ``futures`` (pending, by task id: the
+    executor's own dict), on ``backend``, for the executor ``name`` (``prefix``, for the log)."""
+
+    def __init__(self, backend: Backend, keys: ExecutorKeys, futures: dict[str, _F], name: str,
+                 prefix: str) -> None:
+        self._backend = backend
+        self._keys = keys
+        self._futures = futures
+        self._name = name
+        self._prefix = prefix
+
+    def count_ahead(self, message: bytes) -> Ahead | None:
+        """Post the count of the result just read (INCRBY done or failed, no round trip of its
+        own: it goes with the next command of the result thread, the read of the results
+        behind it, whose reply comes after the count's), if it is a pending future's. A lone
+        result is then counted and completed one round trip after it is read, not two."""
+        if message == WAKE_MESSAGE:
+            return None
+        ahead = Ahead(*_parse_result(message))
+        if ahead.task_id not in self._futures:
+            return None
+        counter = self._keys.done if ahead.ok else self._keys.failed
+
+        def check(reply: Any) -> None:
+            ahead.counted = reply is LOST or not isinstance(reply, redis.RedisError)
+            ahead.lost = reply is LOST  # it may or may not have run
+
+        self._backend.post(pack_command("INCRBY", counter, 1), check)
+        return ahead
+
+    def complete_all(self, messages: list[bytes], ahead: Ahead | None = None) -> None:
+        """Count the outcomes of pending futures (one round trip: a reply a worker sent twice
+        counts once; ``ahead``, the first message's, posted already by count_ahead), then
+        complete the futures. The tasks' claims are the workers' to remove (settle.lua), when
+        the tasks leave the queue."""
+        outcomes: list[tuple[str, bool, Any]] = []
+        for i, message in enumerate(messages):
+            if i == 0 and ahead is not None:
+                outcomes.append((ahead.task_id, ahead.ok, ahead.value))  # parsed already
+            else:
+                outcomes.append(_parse_result(message))
+        fresh = {task_id: ok for task_id, ok, _ in outcomes if task_id in self._futures}
+        if ahead is not None and ahead.task_id in fresh:
+            if ahead.counted is None:
+                self._backend.flush()  # its reply is not read yet (the read behind it failed)
+            if ahead.counted:  # counted on its own (else refused, so not run: counted below)
+                del fresh[ahead.task_id]
+            if ahead.lost:
+                _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
+                           "failed: the connection was lost with the reply", self._name, executor=self._name,
+                           prefix=self._prefix, error="reply lost")
+        done = sum(fresh.values())
+        pipe = self._backend.client().pipeline(transaction=False)
+        if done:
+            pipe.incrby(self._keys.done, done)
+        if len(fresh) > done:
+            pipe.incrby(self._keys.failed, len(fresh) - done)
+        try:
+            if fresh:
+                self._backend.call("count results", pipe.execute, mutating=True)
+        except BackendError as exc:  # the results are ours all the same: complete the futures
+            _log.event(logger, logging.WARNING, "count_failed", "pressure executor %r: counting results "
+                       "failed: %s", self._name, exc, executor=self._name, prefix=self._prefix, error=str(exc))
+        for tid, ok, value in outcomes:
+            future = self._futures.pop(tid, None)
+            if future is None:
+                continue
+            try:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled meanwhile
