@@ -439,7 +439,7 @@ def test_redis_restarts_under_traffic_lose_nothing_in_reliable_mode(prefix: str)
 def test_without_redis_py_8s_can_read_the_posted_replies_are_read_first() -> None:
     """redis-py before 8 has only can_read_destructive, which may consume what it finds: it
     is never called; the replies are then read first (True), as before this change."""
-    from pressure.aio._getting import _arrived
+    from pressure.aio._getconn import _arrived
 
     class OldConnection:  # redis-py 5-7's asyncio connection, as far as _arrived looks
         async def can_read_destructive(self) -> bool:
@@ -510,7 +510,7 @@ def test_a_task_done_too_many_runs_after_the_handles_posted_counts(url: str, pre
             await q.task_done()  # both posted (no round trip of their own)
             assert q._counting, "the counts were not posted"
             order: list[str] = []
-            exchange, run = q._exchange, q._link.run
+            exchange, run = q._conn.exchange, q._link.run
 
             async def on_get_connection(*args: Any, **kw: Any) -> Any:
                 order.append("get connection")
@@ -520,7 +520,7 @@ def test_a_task_done_too_many_runs_after_the_handles_posted_counts(url: str, pre
                 order.append(f"pooled {name}")
                 return await run(name, *args, **kw)
 
-            q._exchange = on_get_connection  # type: ignore[method-assign]
+            q._conn.exchange = on_get_connection  # type: ignore[method-assign]
             q._link.run = on_a_pooled_one  # type: ignore[method-assign]
             with pytest.raises(ValueError, match="task_done"):
                 await q.task_done()

@@ -31,12 +31,12 @@ from .._records import (
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
 from .._scripts import REQUEUE
 from .._validate import _TIMEOUT_MESSAGE, Options, _timeout_value
-from .._wire import LOST
-from ..connection import PackedScript, _script_sha, pack_command, refused_for_now
+from ..connection import PackedScript, _script_sha, pack_command
 from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
 from ..keys import QueueKeys
 from ._errors import Empty
-from ._link import _FIRST_PAUSE, _LAST_PAUSE, _Link, _Rerouted, closed_by_server, socket_readable
+from ._getconn import _Conn
+from ._link import _Link
 
 if TYPE_CHECKING:
     from ._queue import AsyncQueue
@@ -53,63 +53,6 @@ _UNBLOCK_EVERY = 0.05
 def _wait_time(slice_: float, deadline: float) -> float:
     """One server-side wait: at most a slice, never past the deadline, never 0 (= forever)."""
     return max(min(slice_, deadline - time.monotonic()), MIN_WAIT)
-
-
-async def _arrived(conn: Any) -> bool:
-    """Whether data waits to be read on ``conn`` (or the server closed it), without waiting
-    and without reading it: read by the event loop already (redis-py 8's ``can_read``) or
-    still in the kernel (``socket_readable``). Before redis-py 8 the only check was
-    ``can_read_destructive``, which may consume what it finds: then True, so the posted
-    replies are read first, in a round trip of their own (correct, one round trip slower)."""
-    check = getattr(conn, "can_read", None)
-    if check is None:
-        return True
-    try:
-        return bool(await check()) or socket_readable(conn)  # read by the loop, or not yet
-    except (redis.RedisError, OSError):
-        return True  # broken: reading shows how (and drops it)
-
-
-class _Conn:
-    """The handle's own connection for its gets (a BLMOVE blocks it), with its server-side
-    id (for CLIENT UNBLOCK) and the replies of commands sent without waiting (``post``)."""
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.redis_id: int | None = None
-        self.unread = 0
-        #: for each unread reply, in order: what to tell of it (a posted acknowledgement's
-        #: check: the reply, an error reply as the exception, or ``LOST``), or None
-        self.checks: collections.deque[Callable[[Any], None] | None] = collections.deque()
-        #: the _Link.generation it was made in (on a cluster: a new master means a new connection)
-        self.generation = 0
-        #: the exchange in progress, if any (a clean-up waits for it to end)
-        self.pending: asyncio.Task[Any] | None = None
-
-    def post(self, command: bytes, check: Callable[[Any], None] | None) -> bool:
-        """Write ``command`` without waiting for its reply: the next exchange on this
-        connection reads it and gives it to ``check`` (``LOST`` if it never will be). False if
-        not connected, or if the write fails (then it did not run)."""
-        writer = getattr(self.conn, "_writer", None)
-        if writer is None or not self.conn.is_connected:
-            return False
-        try:
-            writer.write(command)
-        except Exception:  # noqa: BLE001 - not sent: did not run
-            return False
-        self.unread += 1
-        self.checks.append(check)
-        return True
-
-    def answered(self, replies: list[Any] | None, count: int | None = None) -> None:
-        """The replies of the first ``count`` posted commands not yet answered (all of them if
-        None), read (None: lost with the connection): each to its check."""
-        count = self.unread if count is None else min(count, self.unread)
-        checks = [self.checks.popleft() for _ in range(count)]
-        self.unread -= count
-        for i, check in enumerate(checks):
-            if check is not None:
-                check(replies[i] if replies is not None and i < len(replies) else LOST)
 
 
 class _Getting(Generic[T]):
@@ -177,7 +120,7 @@ class _Getting(Generic[T]):
         try:
             if self._owes_cancel:
                 self._dirty = True
-                await self._exchange(self._cancel_data())
+                await self._conn.exchange(self._cancel_data())
                 self._owes_cancel = self._dirty = False
             return cast("list[T]", await op())
         except BaseException:
@@ -203,7 +146,7 @@ class _Getting(Generic[T]):
                         pass  # e.g. refused by an ACL: the BLMOVE ends within a slice anyway
                 await asyncio.wait({pending}, timeout=_UNBLOCK_EVERY)
             try:
-                await self._exchange(self._cancel_data())
+                await self._conn.exchange(self._cancel_data())
                 self._dirty = False
             except PressureError:
                 self._owes_cancel = True  # sent again before this handle's next get
@@ -221,92 +164,6 @@ class _Getting(Generic[T]):
         return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys) + 3, *self._get_keys,
                              k.inbox(cid), k.inflight(cid), k.held(cid), cid, "cancel", "0", self._record,
                              self._options.lease_ms, self._client_id, *self._received_ids(self._received))]
-
-    async def _exchange(self, data: list[bytes], replies: int = 1, script: str | None = "get") -> list[Any]:
-        """Send ``data`` on the handle's own connection and read its replies, in a task the
-        caller's cancellation never interrupts (kept in ``_conn.pending``). ``script``: the
-        data starts with a call of that script (of this kind): loaded first if need be. One
-        exchange at a time: one a cancelled caller left running ends first."""
-        pending = self._conn.pending
-        while pending is not None and not pending.done():
-            await asyncio.wait({pending})
-            pending = self._conn.pending
-        task = asyncio.ensure_future(self._exchange_once(data, replies, script))
-        self._conn.pending = task
-        return cast("list[Any]", await self._link.shielded_task(task))
-
-    async def _exchange_once(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
-        """``_exchange_one``; on a Redis Cluster, sent again to the slot's new master while a
-        node that no longer serves it refuses every command (none ran), for up to the
-        socket timeout."""
-        link = self._link
-        deadline = None
-        pause = _FIRST_PAUSE
-        while True:
-            try:
-                out = await self._exchange_one(data, replies, script)
-                if not (out and all(refused_for_now(r) for r in out) and link.reroute(out[0])):
-                    return out
-                error = cast(redis.RedisError, out[0])
-            except _Rerouted as rerouted:  # not sent
-                error = rerouted.error
-            now = asyncio.get_running_loop().time()
-            deadline = now + link.refused_for if deadline is None else deadline
-            if now >= deadline:
-                link.errors.raise_error(error, "script get", False)
-            await asyncio.sleep(min(pause, deadline - now))
-            pause = min(2 * pause, _LAST_PAUSE)
-
-    async def _exchange_one(self, data: list[bytes], replies: int, script: str | None) -> list[Any]:
-        link, c = self._link, self._conn
-        await link.ensure_owner()
-        if c.conn is not None and c.generation != link.generation:  # the slot moved: a new master
-            await c.conn.disconnect()
-            c.conn = None
-            c.answered(None)
-        if c.conn is None:
-            pool = link.client().connection_pool
-            c.conn = pool.connection_class(**pool.connection_kwargs)
-            c.generation = link.generation
-        conn = c.conn
-        name = None if script is None else script + self._variant
-        # the replies of posted commands are read with this exchange's (one round trip); those
-        # that have arrived already are read first, one by one while more has arrived (never
-        # waiting for one: a server that closed the connection shows here, and the command
-        # then goes on a new one, unambiguously); all of them first if a script is to be loaded
-        if c.unread and conn.is_connected:
-            try:
-                if name is not None and name not in link.loaded:
-                    c.answered(await link.exchange(conn, [], c.unread, "a posted command", False))
-                while c.unread and await _arrived(conn):
-                    (reply,) = await link.exchange(conn, [], 1, "a posted command", False)
-                    c.answered([reply], 1)
-            except PressureError:
-                pass  # the connection was dropped: the command below goes on a new one
-        if c.unread and not conn.is_connected:
-            c.answered(None)  # lost with the connection
-        elif not c.unread and conn.is_connected and closed_by_server(conn):
-            await conn.disconnect()  # closed while idle: the command goes on a new connection
-        if not conn.is_connected:
-            (c.redis_id,) = await link.exchange(conn, [pack_command("CLIENT", "ID")], 1, "CLIENT ID", False)
-            if not isinstance(c.redis_id, int):
-                c.redis_id = None
-        if name is not None and name not in link.loaded:
-            await link.load(conn, name)
-            link.loaded.add(name)
-        unread = c.unread
-        try:
-            out = await link.exchange(conn, data, unread + replies, "script get", True)
-        except BaseException:
-            if unread:
-                c.answered(None)  # lost with the connection (exchange dropped it)
-            raise
-        if unread:
-            c.answered(out[:unread])
-            out = out[unread:]
-        if name is not None and isinstance(out[0], redis.exceptions.NoScriptError):
-            link.loaded.discard(name)
-        return out
 
     def _post_drop(self) -> None:
         """The items of this get are in hand: drop what the consumer holds in Redis (its
@@ -404,7 +261,7 @@ class _Getting(Generic[T]):
         """get.lua 'batch': up to ``n`` items queued now, the delivery numbers received, and
         their deliveries (in reliable mode, where 'batch' hands out entries as 'many' does)."""
         self._dirty = True
-        (result,) = await self._exchange([self._get_many_command.pack(
+        (result,) = await self._conn.exchange([self._get_many_command.pack(
             [*self._tail("batch", "k" if keep else "0"), n])])
         if isinstance(result, redis.RedisError):
             self._link.check(result, "script get", True)
@@ -450,7 +307,7 @@ class _Getting(Generic[T]):
         recovered = False
         while True:
             self._dirty = True
-            (result,) = await self._exchange([self._get_command.pack(self._tail("nowait", "0"))])
+            (result,) = await self._conn.exchange([self._get_command.pack(self._tail("nowait", "0"))])
             if isinstance(result, bytes):
                 return result
             if isinstance(result, redis.RedisError):
@@ -483,7 +340,7 @@ class _Getting(Generic[T]):
         waited, self._waited = self._waited, True
         if not waited:  # the last get left items queued: 'nowait' alone first (see the sync one)
             self._dirty = True
-            (got,) = await self._exchange([self._get_command.pack(self._tail("nowait", "n"))])
+            (got,) = await self._conn.exchange([self._get_command.pack(self._tail("nowait", "n"))])
             if isinstance(got, list):
                 self._waited = not got[1]
                 return cast(bytes, got[0])
@@ -499,7 +356,7 @@ class _Getting(Generic[T]):
             self._dirty = True
             with_woken = waited or not first
             blmove = pack_command("BLMOVE", inbox, inflight, "RIGHT", "LEFT", repr(timeout))
-            replies = await self._exchange(
+            replies = await self._conn.exchange(
                 [self._get_command.pack(tail) + blmove + (woken if with_woken else b"")],
                 3 if with_woken else 2)
             status, reply = replies[0], replies[1]
@@ -546,7 +403,7 @@ class _Getting(Generic[T]):
 
     async def _cancel_wait(self) -> bytes:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
-        (result,) = await self._exchange(self._cancel_data())
+        (result,) = await self._conn.exchange(self._cancel_data())
         self._link.check(result, "script get", True)
         self._dirty = False
         if result == _DELIVERED:

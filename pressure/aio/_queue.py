@@ -57,7 +57,8 @@ from ..errors import (
 from ..keys import QueueKeys, resolve_prefix
 from ..ordering import order_key
 from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
-from ._getting import _Conn, _Getting
+from ._getconn import _Conn
+from ._getting import _Getting
 from ._link import _Link, config_of_client
 from ._putting import _Putting
 from ._reliable import AsyncDelivery, _Settling
@@ -144,7 +145,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._record = f"{host}|{pid}|{start}|{self._options.visibility_ms}|{mode}"
         self._opened = False
         self._lock = asyncio.Lock()  # the handle's gets, one at a time
-        self._conn = _Conn()
+        self._conn = _Conn(self._link, self._variant)
         #: whether the consumer may be the registered waiter or hold entries it never received
         self._dirty = False
         self._owes_cancel = False

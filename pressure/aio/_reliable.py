@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
     from ..errors import QueueDoesNotExist
+    from ._getconn import _Conn
 
 T = TypeVar("T")
 
@@ -111,7 +112,7 @@ class _Settling(Generic[T]):
     _count_done: Callable[[], Coroutine[Any, Any, None]]
     _missing: Callable[..., Awaitable[QueueDoesNotExist]]
     _post: Callable[[bytes, Callable[[Any], None]], bool]
-    _exchange: Callable[..., Awaitable[list[Any]]]
+    _conn: _Conn
 
     def _delivery(self, entry: bytes, item: T) -> AsyncDelivery[T]:
         seq, deliveries, ms, _ = _parse_entry(entry)
@@ -236,7 +237,7 @@ class _Settling(Generic[T]):
                     await asyncio.sleep(_FLUSH_POLL)
                     continue
                 async with self._lock:
-                    await self._exchange([_PING], 1, None)
+                    await self._conn.exchange([_PING], 1, None)
         while self._owed:
             # it stays owed until answered: until then a get's clean-up (get.lua 'cancel') must
             # leave its entry in flight; if this raises, the next call tries again (_unsure)
