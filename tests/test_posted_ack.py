@@ -288,9 +288,9 @@ def test_default_mode_tokens_are_bounded_for_a_consumer_that_never_calls_task_do
         url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Most consumers never call task_done(): the tokens their gets leave are bounded, and a
     task_done() past them waits for its reply, as before."""
-    from pressure import _consumer
+    from pressure import _consumer_state
 
-    monkeypatch.setattr(_consumer, "OWING_MOST", 3)
+    monkeypatch.setattr(_consumer_state, "OWING_MOST", 3)
     q = _plain(url, prefix)
     q.put_many(list(range(10)))
     assert q.get_many(10) == list(range(10))

@@ -44,7 +44,7 @@ from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
 from .._scripts import ACK, GET, PUT
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
-from .._consumer import OWING_MOST
+from .._consumer_state import OWING_MOST
 from ..connection import Backend, ConnectionConfig, PackedScript, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
@@ -163,7 +163,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         #: the errors posted calls answered, for the next call to raise (None: queue gone)
         self._ack_errors: list[Exception | None] = []
         #: default mode: a token per item get()/get_many() returned (its task_done() may post
-        #: its count, as the sync handle's: _Consumer.owing); posted counts whose reply is
+        #: its count, as the sync handle's: _ConsumerState.owing); posted counts whose reply is
         #: unread; and those that did not run (counted again, waiting, by the next call)
         self._owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
         self._counting: collections.deque[None] = collections.deque()

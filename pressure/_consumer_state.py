@@ -1,0 +1,229 @@
+"""What one handle's consumer holds, and how it gives it back: ``_ConsumerState``, the base
+of ``_Consumer`` (pressure/_consumer.py: how gets take items and wait). Its lists in Redis
+(an inbox, an in-flight list and a held batch, named by ``id()``: one set per handle and
+thread), the deliveries it made of what it received (and the dead-lettering of those that
+cannot be loaded), what reliable mode holds unacknowledged, and the cancels (get.lua
+'cancel') that give the consumer role and anything never received back, including those a
+dropped connection left owing, sent again before the consumer's next call.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import uuid
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from . import _log, identity, serializers
+from ._records import _batch_header, _parse_entry
+from ._scripts import GET
+from .connection import pack_command
+from .errors import BackendError, DeserializationError, IntegrityError
+from .reliable import Delivery
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+T = TypeVar("T")
+
+#: The most default-mode task_done() tokens a handle keeps (see _ConsumerState.owing).
+OWING_MOST = 10_000
+
+
+class _ConsumerState(Generic[T]):
+    """The consumer state of one queue handle: its lists in Redis (named by ``id()``, one
+    set per handle and thread), the deliveries it holds unacknowledged, and the cancels it
+    still owes."""
+
+    def __init__(self, queue: Queue[T]) -> None:
+        # what it borrows from its queue handle
+        self.queue = queue  # its Deliveries point back to it, and its client_id is per thread
+        self.backend = queue._backend
+        self.keys = queue._keys
+        self.name = queue._name
+        self.options = queue._options
+        self.roles = queue._roles
+        self.serializer = queue._serializer
+        self.unwrap = queue._unwrap
+        #: the stored items are the items themselves (bytes on a queue that stores payloads)
+        self.plain = isinstance(self.serializer, serializers.BytesSerializer) and queue._STORES_PAYLOADS
+        self.variant = queue._variant
+        self.raise_for = queue._raise_for
+        self.missing = queue._missing
+        self.get_command = queue._get_command
+        self.get_many_command = queue._get_many_command
+        self.get_keys = queue._get_keys
+        # its own state
+        #: reliable mode: this handle's deliveries not yet acknowledged, oldest first
+        self.unacked: collections.deque[Delivery[T]] = collections.deque()
+        #: task_done()s posted whose acknowledgement did not run or lost its reply: sent
+        #: again by the next call (Reliability._settle_owed); errors posted ones replied
+        #: (None: the queue was gone), raised by the next call
+        self.owed: list[Delivery[T]] = []
+        #: task_done()s posted whose reply has not been read yet: still this handle's (a
+        #: cancel must not take them for entries never received), as the owed ones are
+        self.posted: list[Delivery[T]] = []
+        self.ack_errors: list[Exception | None] = []
+        #: default mode: one token per item this handle's gets returned and no task_done()
+        #: has answered yet (a deque: appends and pops are atomic across threads); a
+        #: task_done() that takes one posts its count (see Reliability.task_done). Bounded:
+        #: a consumer that never calls task_done() keeps the last OWING_MOST only (a
+        #: task_done() finding none waits for its reply, as before)
+        self.owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
+        #: default mode: posted task_done() counts that did not run (refused, NOSCRIPT):
+        #: counted again by the next call
+        self.counts_owed: collections.deque[None] = collections.deque()
+        #: default mode: posted task_done() counts whose reply has not been read yet
+        self.counting: collections.deque[None] = collections.deque()
+        self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
+        #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
+        self.waited = True
+        self.last_received: dict[str, list[str]] = {}
+        self.record_cache: tuple[int, str] = (-1, "")
+        # this handle's own consumer lists: two handles in one thread never share them
+        self.token = uuid.uuid4().hex[:8]
+        #: consumers whose cancel failed: retried before the next call
+        self.pending_cancel: list[str] = []
+
+    # -- its lists and its record -----------------------------------------------------
+
+    def id(self) -> str:
+        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
+        return f"{self.queue.client_id}#{self.token}"
+
+    def slice(self) -> float:
+        """One wait: a third of the lease at most, so a live waiter always renews it in time."""
+        return min(self.backend.slice, self.options.lease_ms / 3000)
+
+    def record(self) -> str:
+        """'host|pid|start|ms|mode' of this process, for :pressure:consumers: the
+        visibility timeout and 'r' in reliable mode, the lease and 'd' otherwise."""
+        pid = os.getpid()
+        if self.record_cache[0] != pid:
+            host, pid, start = identity.process_record()
+            mode = "r" if self.options.reliable else "d"
+            self.record_cache = (pid, f"{host}|{pid}|{start}|{self.options.visibility_ms}|{mode}")
+        return self.record_cache[1]
+
+    def _tail(self, cid: str, mode: str, flag: str) -> list[bytes | str | int]:
+        """get.lua's KEYS beyond the queue's and its ARGV, for consumer ``cid`` in ``mode``."""
+        k = self.keys
+        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self.record(),
+                self.options.lease_ms, self.queue.client_id]
+
+    # -- what it received -------------------------------------------------------------
+
+    def delivery(self, cid: str, entry: bytes) -> Delivery[T]:
+        """The Delivery of an entry this consumer received."""
+        seq, deliveries, ms, payload = _parse_entry(entry)
+        payload = self.unwrap(payload)
+        try:
+            item = serializers.loads(self.serializer, payload)
+        except DeserializationError as exc:
+            # it will never load with this serializer: to the dead-letter list, not lost
+            self.dead_letter(cid, seq)
+            self.log_dead_letter(exc)
+            raise
+        if deliveries > 1:
+            _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                       "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base,
+                       delivery=seq, deliveries=deliveries, consumer=cid)
+        return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
+
+    def deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
+        """The Deliveries of entries this consumer received (get.lua 'many'); an item that
+        cannot be deserialized is dead-lettered and left out."""
+        deliveries = []
+        for entry in entries:
+            try:
+                deliveries.append(self.delivery(cid, entry))
+            except DeserializationError:  # dead-lettered (and logged); the others are still ours
+                pass
+        self.last_received[cid] = [d.id for d in deliveries]
+        if self.options.reliable:
+            self.unacked.extend(deliveries)
+        return deliveries
+
+    def load_each(self, cid: str, header: bytes, stored: list[bytes]) -> list[T]:
+        """Deserialize a batch's items one by one: one that cannot be is dead-lettered (as
+        ``delivery`` does) and left out; the others are returned."""
+        first, _, _ = _batch_header(header)
+        # releasing an item turns the held batch into in-flight entries: all received
+        self.last_received[cid] = ["h%d" % first, *(str(first + i) for i in range(len(stored)))]
+        items = []
+        for i, item in enumerate(stored):
+            try:
+                items.append(serializers.loads(self.serializer, self.unwrap(item)))
+            except DeserializationError as exc:
+                self.dead_letter(cid, str(first + i))
+                self.log_dead_letter(exc)
+        return items
+
+    def drop_received(self, cid: str) -> None:
+        """Default mode: the items of this get are in hand, about to be returned: drop what
+        consumer ``cid`` holds in Redis (its in-flight list and held batch), without waiting
+        for the reply. Until then, a consumer that dies has them requeued; from then on they
+        are its own, as a queue.Queue get's are (if the command is lost, the next get drops them)."""
+        command = self.drop_commands.get(cid)
+        if command is None:
+            command = self.drop_commands[cid] = pack_command("DEL", self.keys.inflight(cid),
+                                                             self.keys.held(cid))
+        self.backend.post(command)
+
+    def log_dead_letter(self, exc: DeserializationError) -> None:
+        """Log an item dead-lettered because it cannot be loaded (or its signature is bad)."""
+        _log.event(_log.QUEUE, logging.WARNING if isinstance(exc, IntegrityError) else logging.ERROR,
+                   "dead_letter", "queue %r: %s (moved to the dead-letter list)", self.name, exc,
+                   queue=self.name, key=self.keys.base, count=1,
+                   reason="bad_signature" if isinstance(exc, IntegrityError) else "undeserializable")
+
+    def dead_letter(self, cid: str, seq: str) -> bool:
+        """Move delivery ``seq`` of consumer ``cid`` straight to the dead-letter list (an item
+        its reader cannot use): a release that counts as the last delivery allowed."""
+        _, dead = self.roles.requeue("release", cid, seq, max_deliveries="1")
+        return bool(dead)
+
+    # -- giving back: stopping a wait -------------------------------------------------
+
+    def cancel(self, cid: str) -> Any:
+        """Stop waiting; entries in our in-flight list never received go back to our inbox."""
+        if self.options.reliable:
+            # what get()s returned and are not settled yet: held, acknowledged by a posted
+            # task_done() not yet run (its reply unread), or owed again
+            held = [*self.unacked, *self.posted, *self.owed]
+            received = [d.id for d in held if d.consumer == cid]
+        else:
+            received = self.last_received.get(cid, [])
+        keys = (*self.get_keys, self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid))
+        client_id = cid.rpartition("#")[0]
+        return GET.call(self.backend, keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
+                                             client_id, *received), variant=self.variant)
+
+    def cancel_after_error(self, cid: str, now: bool = True) -> None:
+        """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
+
+        An item delivered meanwhile stays in this client's inbox: its next get returns it.
+        """
+        if now:
+            try:
+                self.cancel(cid)
+                return
+            except BackendError:
+                pass
+        self.pending_cancel.append(cid)
+
+    def retry_cancels(self) -> None:
+        """Send the cancels a failed call left owing (before anything else this consumer does)."""
+        while self.pending_cancel:
+            self.cancel(self.pending_cancel[0])
+            self.pending_cancel.pop(0)
+
+    # -- reliable mode ----------------------------------------------------------------
+
+    def forget(self, delivery: Delivery[T]) -> None:
+        """``delivery`` is settled: no longer this handle's to acknowledge."""
+        try:
+            self.unacked.remove(delivery)
+        except ValueError:
+            pass
