@@ -16,7 +16,7 @@ import redis
 
 from ..sharded import MAX_SHARDS
 from ..testing import ServerUnavailable
-from ._harness import STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
+from ._harness import START_ROUNDS, STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
 from .queues import print_report, run_all
 
 __all__ = ["add_arguments", "build_parser", "config_from_args", "main", "run"]
@@ -132,6 +132,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=_positive_int, default=usable_cpus(),
                         help="worker processes of each executor (default: the CPUs usable, "
                         "here %(default)s)")
+    parser.add_argument("--start-rounds", type=_positive_int, default=START_ROUNDS,
+                        help="start-and-stop rounds of each executor, taking turns: cold start and "
+                        "idle shutdown are their medians (default: %(default)s)")
     parser.add_argument("--executor-tasks", type=_positive_int, default=2_000,
                         help="no-op tasks per executor round (default: %(default)s)")
     parser.add_argument("--cpu-tasks", type=_positive_int, default=40,
@@ -155,6 +158,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        executors=not (args.no_executor or args.batch or args.spark or args.server_cost),
                        batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
+                       start_rounds=args.start_rounds,
                        cpu_tasks=args.cpu_tasks, cpu_mb=args.cpu_mb,
                        batch_sizes=args.batch_sizes, payload_sizes=args.payload_sizes,
                        batch_messages=args.batch_messages, memory_items=args.memory_items,

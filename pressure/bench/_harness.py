@@ -43,6 +43,7 @@ __all__ = [
     "KEY_PREFIX",
     "STAMP",
     "START_METHOD",
+    "START_ROUNDS",
     "WARMUP",
     "BenchConfig",
     "Get",
@@ -88,6 +89,9 @@ Get = Callable[[], bytes]
 
 # -- configuration and results ----------------------------------------------------
 
+#: The default of --start-rounds: a round of both executors takes well under 0.1 s.
+START_ROUNDS = 15
+
 
 @dataclass(frozen=True)
 class BenchConfig:
@@ -108,6 +112,8 @@ class BenchConfig:
     #: and the MiB each of them hashes.
     workers: int = 2
     executor_tasks: int = 2_000
+    #: Start-and-stop rounds of each executor (at least; --repeat may ask for more).
+    start_rounds: int = START_ROUNDS
     cpu_tasks: int = 40
     cpu_mb: int = 256
     #: The batch section: batch sizes, payload sizes, messages per 100-B cell (fewer for

@@ -1,10 +1,11 @@
 """The executor section of ``python -m pressure bench``: pressure.Executor against
 concurrent.futures.ProcessPoolExecutor.
 
-First, **start and stop**: each executor in turn (``max(3, --repeat)`` times, each one's
-best counts) is made, runs one no-op task (**cold start**: constructor to first result,
-worker processes started included), runs another, and is shut down with
-``shutdown(wait=True)`` while idle (**idle shutdown**).
+First, **start and stop**: each executor in turn (``max(--start-rounds, --repeat)`` times;
+the median counts, the best is shown too: on a shared machine one round in a few is slowed
+by something else, and a best of few moves with luck) is made, runs one no-op task (**cold
+start**: constructor to first result, worker processes started included), runs another, and
+is shut down with ``shutdown(wait=True)`` while idle (**idle shutdown**).
 
 Then both executors get ``--workers`` worker processes started with the platform's default
 start method (``fork`` on Linux before Python 3.14; pressure's local workers use the same),
@@ -31,6 +32,7 @@ import hashlib
 import math
 import multiprocessing
 import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,8 +59,6 @@ __all__ = [
 EXECUTOR_START_METHOD = multiprocessing.get_start_method(allow_none=False)
 #: The most idle shutdown may take (seconds): the goal.
 SHUTDOWN_GOAL = 0.050
-#: The least number of start-and-stop rounds.
-START_ROUNDS = 3
 #: The longest a warm-up waits for every worker process to run a task.
 WARM_TIMEOUT = 60.0
 _MIB = 1 << 20
@@ -86,7 +86,8 @@ def _pid_task(seconds: float) -> int:
 
 @dataclass
 class ExecutorResult:
-    """One executor's best no-op rate and CPU-bound wall time, or why it has none."""
+    """One executor's best no-op rate and CPU-bound wall time, its median cold start and idle
+    shutdown (and its best cold start), or why it has none."""
 
     key: str
     label: str
@@ -94,6 +95,7 @@ class ExecutorResult:
     cpu_s: float | None = None
     cold_s: float | None = None
     shutdown_s: float | None = None
+    cold_best_s: float | None = None
     error: str | None = None
 
 
@@ -211,10 +213,12 @@ def _start_and_stop(factory: Callable[[], concurrent.futures.Executor]) -> tuple
 
 
 def run_start_stop(url: str, config: BenchConfig, results: list[ExecutorResult]) -> None:
-    """``max(START_ROUNDS, repeat)`` rounds of ``_start_and_stop``, the executors taking turns;
-    each one's best cold start and idle shutdown go into ``results`` (in table order)."""
+    """``max(start_rounds, repeat)`` rounds of ``_start_and_stop``, the executors taking turns;
+    each one's median cold start and idle shutdown (and best cold start) go into ``results``
+    (in table order)."""
     factories = _executor_factories(url, config.workers)
-    for _ in range(max(START_ROUNDS, config.repeat)):
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in results]
+    for _ in range(max(config.start_rounds, config.repeat)):
         for (_, _, factory), result in zip(factories, results, strict=True):
             if result.error:
                 continue
@@ -225,10 +229,15 @@ def run_start_stop(url: str, config: BenchConfig, results: list[ExecutorResult])
                 result.error = f"start and stop: {type(exc).__name__}: {exc}"
                 progress(f"  {result.label} failed: {result.error}")
                 continue
-            result.cold_s = min(cold, result.cold_s or math.inf)
-            result.shutdown_s = min(shutdown, result.shutdown_s or math.inf)
+            colds, shutdowns = samples[results.index(result)]
+            colds.append(cold)
+            shutdowns.append(shutdown)
             progress(f"  {result.label:<38} {'start/stop':<10} {cold * 1000:>8.1f} / {shutdown * 1000:.1f} ms"
                      f"  ({time.monotonic() - began:.1f} s)")
+    for result, (colds, shutdowns) in zip(results, samples, strict=True):
+        if colds and not result.error:
+            result.cold_s, result.cold_best_s = statistics.median(colds), min(colds)
+            result.shutdown_s = statistics.median(shutdowns)
 
 
 def run_executors(url: str, config: BenchConfig) -> list[ExecutorResult]:
@@ -275,12 +284,15 @@ def format_executor_table(results: list[ExecutorResult]) -> list[str]:
     ProcessPoolExecutor (for the time, its speed: stdlib time / this time)."""
     by = {r.key: r for r in results}
     stdlib = by.get("stdlib")
-    rows = [("executor", "cold start ms", "vs stdlib", "idle shutdown ms", "no-op tasks/s", "vs stdlib",
+    rows = [("executor", "cold start ms (best)", "vs stdlib", "idle shutdown ms", "no-op tasks/s", "vs stdlib",
              "CPU-bound s", "speed vs stdlib")]
     for r in results:
+        cold = fmt(None if r.cold_s is None else r.cold_s * 1000, 1)
+        if r.cold_s is not None and r.cold_best_s is not None:
+            cold += f" ({r.cold_best_s * 1000:.1f})"
         rows.append((
             r.label,
-            fmt(None if r.cold_s is None else r.cold_s * 1000, 1),
+            cold,
             fmt(ratio(r.cold_s, stdlib.cold_s if stdlib else None), 2, "x"),
             fmt(None if r.shutdown_s is None else r.shutdown_s * 1000, 1),
             "error" if r.noop_per_s is None and r.error else fmt(r.noop_per_s),
@@ -317,7 +329,7 @@ def print_executor_report(results: list[ExecutorResult], config: BenchConfig) ->
     print()
     print(f"executors: {config.workers} worker processes each (multiprocessing "
           f"'{EXECUTOR_START_METHOD}'); cold start (constructor to first result) and idle "
-          f"shutdown: best of {max(START_ROUNDS, config.repeat)} rounds; then started and warmed "
+          f"shutdown: median of {max(config.start_rounds, config.repeat)} rounds, taking turns; then started and warmed "
           f"up before measuring{rounds_note(config)}")
     print(f"  no-op: {config.executor_tasks:,} tasks submitted, then waited for; CPU-bound: "
           f"{config.cpu_tasks:,} tasks, each SHA-256 of {config.cpu_mb:,} MiB (wall time)")
