@@ -85,13 +85,15 @@ class Internal(Generic[T]):
         commands; pass its reply to ``created``."""
         return self._queue._create_call(maxsize)
 
-    def created(self, reply: Any, maxsize: int | None = None) -> None:
+    def created(self, reply: Any, maxsize: int | None = None) -> int:
         """Check the reply of ``create_call``'s call, as ``create`` does (an error reply raised
-        as the PressureError it means); a Delete running meanwhile: ``create`` (which waits)."""
+        as the PressureError it means); a Delete running meanwhile: ``create`` (which waits).
+        The queue's bound: ``create_call``'s ``maxsize`` if it made the queue, else the one it
+        has (``maxsize``, if given, or QueueExistsError)."""
         if isinstance(reply, redis.RedisError):
             self.raise_error(reply, "script create")
-        if not self._queue._created(reply, maxsize):
-            self._queue._create(maxsize)
+        bound = self._queue._created(reply, maxsize)
+        return self._queue._create(maxsize) if bound is None else bound
 
     # -- consuming --------------------------------------------------------------------
 

@@ -148,12 +148,14 @@ class Lifecycle(Generic[T]):
 
     # -- create-or-attach -----------------------------------------------------------
 
-    def _create(self, maxsize: int | None) -> None:
+    def _create(self, maxsize: int | None) -> int:
+        """Create the queue, or attach to it (with ``maxsize`` if one is given): its bound."""
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
             _, tail = self._create_call(maxsize)
-            if self._created(self._call(CREATE, *tail), maxsize):
-                return
+            bound = self._created(self._call(CREATE, *tail), maxsize)
+            if bound is not None:
+                return bound
             if time.monotonic() > deadline:
                 raise PressureError(
                     f"queue {self._name!r} is being deleted, or an interrupted delete left "
@@ -169,10 +171,10 @@ class Lifecycle(Generic[T]):
                 [0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
                  k.held_prefix, k.logs])
 
-    def _created(self, reply: Any, maxsize: int | None) -> bool:
-        """Check create.lua's reply: False if a Delete is running or was interrupted (create
-        again, a little later: ``_create`` waits for it); QueueExistsError if the queue is of
-        another kind or bound."""
+    def _created(self, reply: Any, maxsize: int | None) -> int | None:
+        """Check create.lua's reply: the queue's bound; None if a Delete is running or was
+        interrupted (create again, a little later: ``_create`` waits for it); QueueExistsError
+        if the queue is of another kind or bound."""
         status, stored = reply
         if status == CreateStatus.OTHER_KIND:
             kind = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -180,13 +182,13 @@ class Lifecycle(Generic[T]):
                 f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
             )
         if status == CreateStatus.DELETING:
-            return False
+            return None
         bound = self._parse_bound(stored)
         if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
             raise QueueExistsError(
                 f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
             )
-        return True
+        return bound
 
     def _attach(self, maxsize: int | None) -> None:
         """``create=False``: the queue must exist already (of this kind, and with ``maxsize``

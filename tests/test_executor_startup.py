@@ -97,6 +97,45 @@ def test_the_constructor_loads_the_scripts_of_its_workers_first_task(
     assert _exists(r, WORKER_SCRIPTS) == [True] * len(WORKER_SCRIPTS)
 
 
+def _scripts_run(commands: list[dict[str, Any]]) -> list[str]:
+    """The names of the scripts among the commands MONITOR saw (EVALSHA of a known SHA1)."""
+    names = {_script_sha(name): name for name in ("info", "set_bound", "create", *WORKER_SCRIPTS)}
+    return [names.get(c["command"].split(" ")[1], "?") for c in commands if c["command"].startswith("EVALSHA ")]
+
+
+def test_max_pending_makes_the_task_queue_bounded_in_the_constructors_round_trip(
+        url: str, prefix: str, make_executor: Callable[..., pressure.Executor]) -> None:
+    """Before, the constructor read the task queue's bound back (info.lua, a round trip of its
+    own) and set it (set_bound.lua, another): the queue is now made with its bound."""
+    monitor = _Monitor(url)
+    try:
+        executor = make_executor("bounded", max_pending=8, local_workers=False)
+    finally:
+        commands = monitor.stop()
+    assert _scripts_run(commands) == ["create", "create"], commands  # the task and result queues
+    assert executor._core._tasks.maxsize == 8
+
+
+@pytest.mark.parametrize(("before", "max_pending", "after", "sets"), [
+    (4, 8, 8, True),     # an executor of that name made with another bound: set to this one's
+    (4, None, 4, False),  # none asked: left as it is
+    (4, 0, 0, True),     # 0 and less: unbounded
+    (0, -1, 0, False),   # unbounded already: nothing to set
+    (8, 8, 8, False),
+])
+def test_max_pending_sets_the_bound_of_a_task_queue_made_before(
+        url: str, make_executor: Callable[..., pressure.Executor], before: int, max_pending: int | None,
+        after: int, sets: bool) -> None:
+    make_executor("again", max_pending=before, local_workers=False).shutdown()
+    monitor = _Monitor(url)
+    try:
+        executor = make_executor("again", max_pending=max_pending, local_workers=False)
+    finally:
+        commands = monitor.stop()
+    assert executor._core._tasks.maxsize == after
+    assert ("set_bound" in _scripts_run(commands)) == sets, commands
+
+
 @forking
 def test_a_forked_worker_neither_loads_nor_creates_before_its_first_task(
         url: str, make_executor: Callable[..., pressure.Executor]) -> None:

@@ -197,25 +197,27 @@ class _Core:
                 setup.append(pack_command("SET", self._keys.config, blob))
             except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
                 pass  # local workers get it directly; workers elsewhere cannot
-        self._setup(setup)
-        if max_pending is not None and self._tasks.maxsize != max_pending:
-            self._tasks.maxsize = max_pending
+        # max_pending: the task queue's bound (<= 0: none), made with it, or set if it had another
+        bound = None if max_pending is None else max(max_pending, 0)
+        if self._setup(setup, bound) != bound and bound is not None:
+            self._tasks.maxsize = bound
         _cores.add(self)
 
-    def _setup(self, setup: list[bytes]) -> None:
-        """Create both queues and run the ``setup`` commands (plain, harmless to repeat), in one
-        round trip on a connection of the backend's pool (the first task goes on it too: see
-        _Sender.send_now). If the task queue cannot be created (of another kind, say), the
-        result queue made with it goes again."""
+    def _setup(self, setup: list[bytes], bound: int | None) -> int:
+        """Create both queues (the task queue with ``bound``, if it is made) and run the
+        ``setup`` commands (plain, harmless to repeat), in one round trip on a connection of
+        the backend's pool (the first task goes on it too: see _Sender.send_now); the task
+        queue's bound. If the task queue cannot be created (of another kind, say), the result
+        queue made with it goes again."""
         tasks, results = internal(self._tasks), internal(self._results)
         # and the scripts of the result thread's get and, if this process may start workers,
         # of theirs: loaded here (see Prepared), not by each of them on its way to a first reply
         load = WORKER_SCRIPTS if self._local_workers is not False else (GET.name,)
         created, made, *replies = self._backend.pipeline(
-            [tasks.create_call(), results.create_call()], pooled=True, after=setup, load=load)
+            [tasks.create_call(bound), results.create_call()], pooled=True, after=setup, load=load)
         try:
             results.created(made)
-            tasks.created(created)
+            stored = tasks.created(created)  # whatever bound it has: the caller sets max_pending's
         except BaseException:
             with contextlib.suppress(PressureError):
                 self._results.delete()
@@ -223,6 +225,7 @@ class _Core:
         for reply in replies:
             if isinstance(reply, redis.RedisError):
                 self._backend.raise_error(reply, "executor setup", True)
+        return stored
 
     # -- submitting ---------------------------------------------------------------
 
