@@ -24,7 +24,8 @@ from pressure._scripts import SUBMIT
 from pressure._wire import _FOR_CHILD
 from pressure.config import ConnectionConfig
 from pressure.connection import Backend, _script_sha
-from pressure.executor import worker
+from pressure.errors import BrokenExecutor
+from pressure.executor import _core, _sender, worker
 from pressure.executor._handles import WORKER_SCRIPTS, Handles
 from pressure.executor.worker import WorkerConfig
 from pressure.keys import ExecutorKeys
@@ -271,3 +272,27 @@ def test_workers_started_otherwise_are_prepared_too(
     r.script_flush()  # and they still run on a server that lost the scripts
     futures = [executor.submit(tasks.square, i) for i in range(6)]
     assert [f.result(timeout=SOON) for f in futures] == [i * i for i in range(6)]
+
+
+@pytest.mark.parametrize("thread", ["result", "sender"])
+def test_an_executor_whose_threads_cannot_start_is_broken_not_hung(
+        make_executor: Callable[..., pressure.Executor], monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
+    """The first submit starts the result thread, then the sender thread. If one cannot start
+    (no more threads), that submit raises and every later one raises BrokenExecutor: before,
+    a later submit's task waited in the outbox of a sender thread that never ran."""
+    cannot = RuntimeError("can't start new thread")
+
+    class Refused(threading.Thread):
+        def start(self) -> None:
+            if self.name.startswith(f"pressure-{'executor' if thread == 'result' else 'submit'}-"):
+                raise cannot
+            super().start()
+
+    monkeypatch.setattr(_core.threading, "Thread", Refused)
+    monkeypatch.setattr(_sender.threading, "Thread", Refused)
+    executor = make_executor(local_workers=False)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        executor.submit(tasks.square, 2)
+    with pytest.raises(BrokenExecutor, match="threads could not start"):
+        executor.submit(tasks.square, 3)
+    executor.shutdown(wait=True)

@@ -335,10 +335,11 @@ class _Core:
         sender thread); then local workers if needed (started here, in the submitting thread,
         before this executor has threads of its own: forked, as ProcessPoolExecutor's, they
         start in a few ms; if Redis cannot say whether workers are alive elsewhere, the result
-        thread asks again); then the result and sender threads. The task goes before the fork:
-        sent while the workers just forked start up, its round trip took 6-8 ms instead of 1
-        on two cores, and it could come after their first look. Whether ``first`` went (or
-        failed for good): if not, it is for the sender thread."""
+        thread asks again); then the result thread, then the sender thread (if either cannot
+        start, the executor is broken). The task goes before the fork: sent while the workers
+        just forked start up, its round trip took 6-8 ms instead of 1 on two cores, and it
+        could come after their first look. Whether ``first`` went (or failed for good): if
+        not, it is for the sender thread."""
         deferred = spawn = False
         if self._local_workers is not False:
             try:
@@ -349,10 +350,15 @@ class _Core:
         try:
             if spawn:
                 self._spawn_pool()
-            self._thread = threading.Thread(target=self._collect, args=(deferred,),
-                                            name=f"pressure-executor-{self._id}")
-            self._sender.start(self._id)
-            self._thread.start()
+            # the result thread first: the first task's result needs it, not the sender thread
+            thread = threading.Thread(target=self._collect, args=(deferred,), name=f"pressure-executor-{self._id}")
+            try:
+                thread.start()
+                self._thread = thread  # (shutdown() cleans up itself while there is none)
+                self._sender.start(self._id)
+            except BaseException as exc:  # no later task would be sent, or its result read
+                self._broken = f"the executor's threads could not start: {exc!r}"
+                raise
         except BaseException:
             if first is not None and sent:  # it went out, and submit fails: never run it
                 self._cancel_task(first.task.id)
