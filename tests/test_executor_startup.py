@@ -296,3 +296,25 @@ def test_an_executor_whose_threads_cannot_start_is_broken_not_hung(
     with pytest.raises(BrokenExecutor, match="threads could not start"):
         executor.submit(tasks.square, 3)
     executor.shutdown(wait=True)
+
+
+def test_a_pool_that_cannot_start_every_worker_stops_those_it_started(
+        make_executor: Callable[..., pressure.Executor], monkeypatch: pytest.MonkeyPatch) -> None:
+    """fork() failing for the second worker (EAGAIN: a process limit) raises from the submit, as
+    ProcessPoolExecutor's does; the worker started before it is told to stop. It was left
+    running, and the interpreter's exit waits for every process multiprocessing started."""
+    started: list[Any] = []
+    spawn = worker.WorkerPool._spawn
+
+    def second_fails(self: worker.WorkerPool) -> Any:
+        if started:
+            raise OSError(11, "Resource temporarily unavailable")
+        started.append(spawn(self))
+        return started[-1]
+
+    monkeypatch.setattr(worker.WorkerPool, "_spawn", second_fails)
+    executor = make_executor(max_workers=2, local_workers=True)
+    with pytest.raises(OSError, match="temporarily unavailable"):
+        executor.submit(tasks.square, 2)
+    started[0].join(SOON)
+    assert started[0].exitcode == 0, "the worker started is still running"

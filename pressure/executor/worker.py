@@ -676,7 +676,13 @@ class WorkerPool:
             backend = Backend(self.where.config, loaded=prepared.scripts)
             backend.for_child()
             self._for_child = Handles.build(self.where, backend, (prepared.results,) if prepared.results else ())
-        self.procs = [self._spawn() for _ in range(self.processes)]
+        self.procs = []
+        try:
+            for _ in range(self.processes):
+                self.procs.append(self._spawn())
+        except BaseException:  # e.g. fork() failed (EAGAIN): those started are told to stop, not
+            self.stop(wait=False)  # left running (a process's exit would wait for them forever)
+            raise
         _log.event(logger, logging.INFO, "pool_start", "%d workers for executor %r started", self.processes,
                    self.where.name, executor=self.where.name, prefix=self.where.prefix,
                    processes=self.processes, pids=[proc.pid for proc in self.procs])
