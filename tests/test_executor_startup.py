@@ -318,3 +318,27 @@ def test_a_pool_that_cannot_start_every_worker_stops_those_it_started(
         executor.submit(tasks.square, 2)
     started[0].join(SOON)
     assert started[0].exitcode == 0, "the worker started is still running"
+
+
+def test_a_dead_worker_that_cannot_be_replaced_yet_is_replaced_at_a_later_check(
+        url: str, prefix: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """fork() failing as a dead worker is replaced raised from check(): out of the executor's
+    result thread (the executor broke) or run_workers (the pool's command ended). It is logged
+    (worker_not_replaced) and tried again at the next check."""
+    with worker.WorkerPool("replace", url=url, prefix=prefix, processes=1) as pool:
+        dead = pool.procs[0]
+        dead.kill()
+        dead.join(SOON)
+        spawn = worker.WorkerPool._spawn
+
+        def fails(self: worker.WorkerPool) -> Any:
+            raise OSError(11, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(worker.WorkerPool, "_spawn", fails)
+        with caplog.at_level("WARNING", logger="pressure.executor.worker"):
+            assert pool.check() == 0
+        assert [r.event for r in caplog.records if hasattr(r, "event")] == ["worker_lost", "worker_not_replaced"]
+        assert pool.procs == [dead]
+        monkeypatch.setattr(worker.WorkerPool, "_spawn", spawn)
+        assert pool.check() == 1
+        assert pool.procs[0] is not dead and pool.procs[0].is_alive()

@@ -697,7 +697,13 @@ class WorkerPool:
                 _log.event(logger, logging.WARNING, "worker_lost", "worker process %s died (exit code %s): "
                            "starting another", proc.pid, proc.exitcode, executor=self.where.name,
                            prefix=self.where.prefix, pid=proc.pid, exitcode=proc.exitcode)
-                self.procs[i] = self._spawn()
+                try:
+                    self.procs[i] = self._spawn()
+                except OSError as exc:  # fork() failed (EAGAIN, ENOMEM): the next check tries again
+                    _log.event(logger, logging.WARNING, "worker_not_replaced", "cannot start a worker process "
+                               "yet: %s", exc, executor=self.where.name, prefix=self.where.prefix,
+                               error=str(exc))
+                    continue
                 replaced += 1
         return replaced
 
