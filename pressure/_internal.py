@@ -88,8 +88,7 @@ class Internal(Generic[T]):
     def created(self, reply: Any, maxsize: int | None = None) -> int:
         """Check the reply of ``create_call``'s call, as ``create`` does (an error reply raised
         as the PressureError it means); a Delete running meanwhile: ``create`` (which waits).
-        The queue's bound: ``create_call``'s ``maxsize`` if it made the queue, else the one it
-        has (``maxsize``, if given, or QueueExistsError)."""
+        The queue's bound, as made or as found (``maxsize``, if given, or QueueExistsError)."""
         if isinstance(reply, redis.RedisError):
             self.raise_error(reply, "script create")
         bound = self._queue._created(reply, maxsize)

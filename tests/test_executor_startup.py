@@ -25,7 +25,7 @@ from pressure._wire import _FOR_CHILD
 from pressure.config import ConnectionConfig
 from pressure.connection import Backend, _script_sha
 from pressure.errors import BrokenExecutor
-from pressure.executor import _core, _sender, worker
+from pressure.executor import worker
 from pressure.executor._handles import WORKER_SCRIPTS, Handles
 from pressure.executor.worker import WorkerConfig
 from pressure.keys import ExecutorKeys
@@ -288,8 +288,7 @@ def test_an_executor_whose_threads_cannot_start_is_broken_not_hung(
                 raise cannot
             super().start()
 
-    monkeypatch.setattr(_core.threading, "Thread", Refused)
-    monkeypatch.setattr(_sender.threading, "Thread", Refused)
+    monkeypatch.setattr(threading, "Thread", Refused)  # as _core and _sender see it
     executor = make_executor(local_workers=False)
     with pytest.raises(RuntimeError, match="can't start new thread"):
         executor.submit(tasks.square, 2)

@@ -219,7 +219,7 @@ def run_start_stop(url: str, config: BenchConfig, results: list[ExecutorResult])
     factories = _executor_factories(url, config.workers)
     samples: list[tuple[list[float], list[float]]] = [([], []) for _ in results]
     for _ in range(max(config.start_rounds, config.repeat)):
-        for (_, _, factory), result in zip(factories, results, strict=True):
+        for (_, _, factory), result, (colds, shutdowns) in zip(factories, results, samples, strict=True):
             if result.error:
                 continue
             began = time.monotonic()
@@ -229,7 +229,6 @@ def run_start_stop(url: str, config: BenchConfig, results: list[ExecutorResult])
                 result.error = f"start and stop: {type(exc).__name__}: {exc}"
                 progress(f"  {result.label} failed: {result.error}")
                 continue
-            colds, shutdowns = samples[results.index(result)]
             colds.append(cold)
             shutdowns.append(shutdown)
             progress(f"  {result.label:<38} {'start/stop':<10} {cold * 1000:>8.1f} / {shutdown * 1000:.1f} ms"
