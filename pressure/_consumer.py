@@ -25,7 +25,6 @@ loses nothing: the next get takes the entry back.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +32,6 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import redis
 
-from . import _log
 from ._consumer_state import _ConsumerState
 from ._packing import Call
 from ._roles import CONSUMER, MIN_WAIT
@@ -261,11 +259,35 @@ class _Consumer(_ConsumerState[T]):
             seq, deliveries, _ = entry.split(b":", 2)
             ids.append(seq)
             if deliveries != b"1":
-                _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
-                           "(delivery %s)", self.name, seq.decode(), int(deliveries), queue=self.name,
-                           key=self.keys.base, delivery=seq.decode(), deliveries=int(deliveries), consumer=cid)
+                self.redelivered(cid, seq.decode(), int(deliveries))
         self.last_received[cid] = [i.decode() for i in ids]
         return cid, ids
+
+    def logged(self, n: int, group: str) -> tuple[int, int] | GetStatus:
+        """get.lua 'log': up to ``n`` items (at most 1000) queued now straight into the log of
+        consumer group ``group`` (pressure/spark/log.py), in one round trip and one step: nothing
+        waits in flight, and the items leave the queue's care as a default-mode get's do.
+        (the log's tail, how many), or GetStatus.EMPTY if none were (none queued, or another
+        consumer holds the role), or ENTRIES_WAITING: entries delivered to this consumer
+        before wait in its inbox (``many_ids`` takes them). Never waits. Not for a signed
+        queue (an item must be verified before it is logged: ``many_ids``)."""
+        if self.queue._authkey:
+            raise ValueError("logged() is for a queue whose items are not signed")
+        self.retry_cancels()
+        cid = self.id()
+        self.roles.sweep_if_due()  # as queued() does
+        tail = [*self._tail(cid, "log", "0"), n]
+        result = self.backend.script(self.get_many_command, tail, items=[group.encode()])
+        if not isinstance(result, list):
+            if result in (GetStatus.EMPTY, GetStatus.BUSY, GetStatus.UNDRAINED):
+                return GetStatus.EMPTY
+            if result == GetStatus.ENTRIES_WAITING:
+                return GetStatus.ENTRIES_WAITING
+            self.raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        for at in range(2, len(result), 2):
+            self.redelivered(cid, str(result[at]), int(result[at + 1]))
+        return int(result[0]), int(result[1])
 
     def queued(self, mode: str, n: int, keep: bool = False) -> tuple[str, list[bytes]]:
         """get.lua 'many' or 'batch': up to ``n`` items queued now, in one round trip, as

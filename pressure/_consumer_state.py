@@ -126,10 +126,14 @@ class _ConsumerState(Generic[T]):
             self.log_dead_letter(exc)
             raise
         if deliveries > 1:
-            _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
-                       "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base,
-                       delivery=seq, deliveries=deliveries, consumer=cid)
+            self.redelivered(cid, seq, deliveries)
         return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
+
+    def redelivered(self, cid: str, seq: str, deliveries: int) -> None:
+        """The event of an item consumer ``cid`` took that was delivered before."""
+        _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
+                   "(delivery %d)", self.name, seq, deliveries, queue=self.name, key=self.keys.base,
+                   delivery=seq, deliveries=deliveries, consumer=cid)
 
     def deliveries(self, cid: str, entries: list[bytes]) -> list[Delivery[T]]:
         """The Deliveries of entries this consumer received (get.lua 'many'); an item that

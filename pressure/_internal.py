@@ -29,7 +29,7 @@ import redis
 from . import serializers
 from ._packing import Call
 from ._producer import BATCH
-from ._scripts import WAKE, PutStatus, WakeStatus
+from ._scripts import WAKE, GetStatus, PutStatus, WakeStatus
 from ._validate import Options
 from .connection import Backend, ConnectionConfig, PackedScript
 from .queue import Queue
@@ -128,6 +128,17 @@ class Internal(Generic[T]):
             return consumer.many_ids(n)
         got = self.receive_many(n, track=False)
         return (got[0].consumer if got else consumer.id()), [d.id.encode() for d in got]
+
+    @property
+    def signed(self) -> bool:
+        """Whether the queue's items are signed (an authkey): each verified before it is used."""
+        return bool(self._queue._authkey)
+
+    def logged(self, n: int, group: str) -> tuple[int, int] | GetStatus:
+        """Up to ``n`` items queued now straight into the log of ``group`` (QueueLog's), in one
+        round trip: (the log's tail, how many), or GetStatus EMPTY / ENTRIES_WAITING (see
+        ``_Consumer.logged``). Not on a signed queue."""
+        return self._queue._consumer.logged(n, group)
 
     def receive(self, timeout: float | None, interrupt: Callable[[], bool]) -> Delivery[T]:
         """``queue.receive(timeout=timeout)``, except that the wait also ends (Empty) once

@@ -245,6 +245,8 @@ class GetStatus(IntEnum):
     NEGATIVE = -7
     #: closed and empty, but another consumer holds items that may come back
     UNDRAINED = -8
+    #: 'log': entries delivered to this consumer before wait in its inbox
+    ENTRIES_WAITING = -9
 
 
 GET = QueueScript(
@@ -385,10 +387,10 @@ CANCEL = Script("cancel", lambda k: (k.claims,), ("task_id", "inflight_prefix"),
 
 # -- the log of pressure.spark (pressure/spark/log.py) --------------------------------------
 
-#: keys: the consumer's in-flight list, the log, its tail, the queue's :producer and :pressure:logs;
-#: the log's tail after the append
-LOG_APPEND = Script("log_append", lambda inflight, log, tail, producer, logs: (inflight, log, tail, producer, logs),
-                    ("group",), more_argv="deliveries")
+#: keys: the consumer's in-flight list, the log, its tail, the queue's :producer, :pressure:logs
+#: and :pressure:meta; the log's tail after the append
+LOG_APPEND = Script("log_append", lambda inflight, log, tail, producer, logs, meta: (
+    inflight, log, tail, producer, logs, meta), ("group",), more_argv="deliveries")
 #: keys: the log and its committed number; the committed number after the call
 LOG_COMMIT = Script("log_commit", lambda log, committed: (log, committed), ("upto",))
 #: keys: the log and its committed number; the committed number, then the chunks holding a range

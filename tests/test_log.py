@@ -233,3 +233,132 @@ def test_a_take_counts_and_logs_redeliveries_as_a_get_does(make_queue: Any, url:
     (again,) = [rec for rec in caplog.records if getattr(rec, "event", None) == "redelivery"]
     assert (again.deliveries, again.levelno) == (2, logging.INFO)  # type: ignore[attr-defined]
     assert q.in_flight() == [] and q.qsize() == 0
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["one-step", "signed-two-steps"])
+def test_a_logged_item_leaves_the_queues_care_so_its_utube_keys_next_comes_in(
+        make_queue: Any, url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+        signed: bool) -> None:
+    """A logged item is done with, as a default-mode get's is: its ttl, ttr and utube key go
+    from :pressure:meta, and its key's next item enters the queue (taken by the same take).
+    Before, a take left them: the key's next item waited behind it for ever, and the meta
+    hash grew by an entry per item put with a ttl. The same on a signed queue, whose take
+    verifies each item before log_append.lua logs it."""
+    kw: dict[str, Any] = {}
+    if signed:
+        monkeypatch.setenv("PRESSURE_AUTHKEY", "a-key-for-the-log-test")
+        kw["authkey"] = b"a-key-for-the-log-test"
+    q = make_queue("q", serializer="bytes", **kw)
+    q.put(b"a1", key="a")
+    q.put(b"a2", key="a")
+    q.put(b"x", ttl=60)
+    q.put(b"y", ttr=30)
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert log.take(10) == 4
+    payloads = [e.payload for e in log.read(0, 4)]
+    if signed:  # as stored, signed: the stream's reader verifies them (tests/test_signing.py)
+        payloads = [q._serializer.loads(p) for p in payloads]
+    assert payloads == [b"a1", b"x", b"y", b"a2"]
+    assert r.hlen(q.keys.meta) == 0 and not r.exists(q.keys.utube)
+    assert q.qsize() == 0 and q.in_flight() == []
+    assert_invariants(r, q)
+
+
+def test_a_take_is_one_script_call_per_1000_items_with_nothing_in_flight(
+        make_queue: Any, url: str, prefix: str, r: redis.Redis) -> None:
+    """Unsigned, a take's round trip moves its items from the queue into the log in one step
+    (get.lua 'log'): 2,500 items, three script calls (before: a reliable get and log_append.lua
+    per 1,000, six), and no item ever in the reader's in-flight list."""
+    q = make_queue("q", serializer="bytes")
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    q.put(b"warm-up")
+    assert log.take(1) == 1  # the scripts loaded, the first get's sweep done
+    log.commit(1)
+    for start in range(0, 2500, 1000):
+        q.put_many([b"%d" % i for i in range(start, min(start + 1000, 2500))])
+
+    def script_calls() -> int:
+        stats = r.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+    before = script_calls()
+    assert log.take(2500) == 2501
+    assert script_calls() - before == 3
+    assert [e.payload for e in log.read(1, 2501)] == [b"%d" % i for i in range(2500)]
+    assert not r.keys(f"{q.keys.base}:pressure:inflight:*")
+    st = q.statistics()
+    assert (st.consumed_messages, st.consumed_bytes) == (2501, 7 + sum(len(b"%d" % i) for i in range(2500)))
+
+
+def test_entries_delivered_to_the_reader_before_are_logged_first(
+        make_queue: Any, url: str, prefix: str, r: redis.Redis) -> None:
+    """Entries waiting in the reader's inbox (delivered to it, never received: a reply lost)
+    are logged first, the two-step way, then the queue's items in one step each round trip."""
+    from pressure._internal import internal
+
+    q = make_queue("q", serializer="bytes", reliable=True)
+    q.put_many([b"first", b"second", b"third"])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    link = internal(log.queue)
+    got = link.receive_many(1)  # 'first', in the reader's in-flight list: as a lost reply leaves it
+    cid = got[0].consumer
+    entry = r.lpop(q.keys.inflight(cid))
+    r.rpush(q.keys.inbox(cid), entry)
+    assert log.take(10) == 3
+    assert [e.payload for e in log.read(0, 3)] == [b"first", b"second", b"third"]
+    assert q.qsize() == 0 and q.in_flight() == [] and not r.exists(q.keys.inbox(cid))
+
+
+@pytest.mark.parametrize("spoil", ["log-a-string", "tail-not-a-number", "logs-a-list"])
+def test_a_take_into_a_spoiled_log_changes_nothing(make_queue: Any, url: str, prefix: str,
+                                                   r: redis.Redis, spoil: str) -> None:
+    """A log whose keys another client gave the wrong type: the take fails (ProtocolError)
+    before any item leaves the queue."""
+    q = make_queue("q", serializer="bytes")
+    q.put_many([b"a", b"b"])
+    log_key = f"{q.keys.logs}:g"
+    if spoil == "log-a-string":
+        r.set(log_key, "x")
+    elif spoil == "tail-not-a-number":
+        r.set(f"{log_key}:tail", "x")
+    else:
+        r.rpush(q.keys.logs, "x")
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    with pytest.raises(pressure.ProtocolError):
+        log.take(10)
+    assert q.qsize() == 2 and q.in_flight() == []
+    assert q.statistics().consumed_messages == 0
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["one-step", "signed-two-steps"])
+@pytest.mark.parametrize("log_state", ["committed-empty", "entries-past-the-tail"])
+def test_a_log_whose_tail_is_lost_goes_on_after_what_it_holds(
+        make_queue: Any, url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+        signed: bool, log_state: str) -> None:
+    """A log's tail key lost (evicted, overwritten) under a stream that holds entries past it,
+    or that commits emptied (a stream keeps its last id): the next chunk's id was at or below
+    the stream's last one, and XADD refused it on every take for ever (a one-step take would
+    have lost the items it had taken). The log goes on after the last number it holds or has
+    committed; an empty stream is dropped first (its last id no longer shows)."""
+    kw: dict[str, Any] = {}
+    if signed:
+        monkeypatch.setenv("PRESSURE_AUTHKEY", "a-key-for-the-log-test")
+        kw["authkey"] = b"a-key-for-the-log-test"
+    q = make_queue("q", serializer="bytes", **kw)
+    q.put_many([b"a", b"b", b"c"])
+    log = QueueLog("q", "g", url=url, prefix=prefix)
+    assert log.take(3) == 3
+    if log_state == "committed-empty":
+        log.commit(3)
+        r.delete(f"{q.keys.logs}:g:tail")
+        first = 4
+    else:
+        r.set(f"{q.keys.logs}:g:tail", 1)
+        first = 4
+    q.put_many([b"d", b"e"])
+    assert log.take(5) == first + 1
+    payloads = [e.payload for e in log.read(first - 1, first + 1)]
+    if signed:
+        payloads = [q._serializer.loads(p) for p in payloads]
+    assert payloads == [b"d", b"e"]
+    assert q.qsize() == 0 and q.in_flight() == []

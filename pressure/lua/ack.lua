@@ -23,23 +23,10 @@ local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
 local all_tasks_done, meta, inflight = KEYS[4], KEYS[5], KEYS[6]
 local delivery, task_done = ARGV[1], ARGV[2]
 
--- the item of an entry is done: its ttl, ttr and key go, and its key's next item comes in
-local function done_with(entry)
-  local item = string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$')
-  if not item then return end
-  local m = meta_of(meta, item)
-  redis.call('HDEL', meta, redis.sha1hex(item))
-  if m and m.key then
-    utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), items_push_all)
-    nudge_waiter(redis.call('GET', sibling_key(meta, 'meta', 'waiter')),
-                 redis.call('GET', sibling_key(meta, 'meta', 'lease')), sibling_key(meta, 'meta', 'inbox:'))
-  end
-end
-
 if delivery == '*' then
   local held = redis.call('LLEN', inflight)
   if held > 0 and redis.call('EXISTS', meta) == 1 then
-    for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do done_with(entry) end
+    for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do entry_done(meta, entry, items_push_all) end
   end
   redis.call('DEL', inflight)
   return {held, 0}
@@ -50,7 +37,7 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
   local entry = find_entry(inflight, prefix)
   if entry then
     redis.call('LREM', inflight, -1, entry)  -- from the tail, where find_entry found it
-    if redis.call('EXISTS', meta) == 1 then done_with(entry) end
+    if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
     acked = 1
   end
 end

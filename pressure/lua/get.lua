@@ -53,12 +53,15 @@
 --            :pressure:tasks_done and :pressure:all_tasks_done (an expired item dropped
 --            counts as done, as a discarded one), <KEYS[1]>:stats:produced_messages, and
 --            :pressure:utube (an item of a utube key that expires, or that a default-mode get
---            takes, lets its key's next item in; lib.lua utube_done)
+--            or a 'log' takes, lets its key's next item in; lib.lua utube_done)
 -- KEYS[16] - this client's inbox (:pressure:inbox:<id>)
 -- KEYS[17] - this client's in-flight list (:pressure:inflight:<id>)
 -- KEYS[18] - this client's held batch (:pressure:held:<id>)
 --            (KEYS[16..18] end with ARGV[1]: what comes before it is the prefix of
 --            every consumer's list of that kind)
+--            Mode 'log' also writes these, named from KEYS[1] and the group ARGV[8]:
+--            the log <KEYS[1]>:pressure:logs:<group> and its tail '<log>:tail' (see
+--            log_append.lua), the set <KEYS[1]>:pressure:logs, and reads <KEYS[1]>:producer
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
@@ -73,6 +76,11 @@
 --           'cancel': stop waiting; entries in <inflight> and a batch in
 --                     <held> not named in ARGV[7..] (never received) go back to
 --                     the inbox
+--           'log': up to ARGV[7] items straight into the log of group ARGV[8], as one
+--                  chunk (log_append.lua's format): no entry, nothing in <inflight>, the
+--                  items leave the queue's care as a default-mode get's do (their ttl,
+--                  ttr and utube key go; pressure/spark/log.py). Not when entries wait
+--                  in the inbox (-9: the caller takes those with 'many')
 -- ARGV[3] - '0', or
 --           '1' ('block') the caller asked to block with a negative timeout
 --           'w' ('block') the caller has taken back what dead consumers held: on a
@@ -85,7 +93,8 @@
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
 -- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged;
---             ('many', 'batch') how many items at most
+--             ('many', 'batch') how many items at most; ('log') how many at most, then
+--             the group
 -- return
 --   'nowait': the entry ({the entry, items still queued} with 'n'), or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty), -8 (closed
@@ -96,6 +105,9 @@
 --             else an array of 1 or more items followed by the header
 --   'woken':  as 'nowait', or -5 when it had nothing to do
 --   'cancel': 1 if an item entry waits in the inbox, else -5
+--   'log':    {the log's tail, how many it logged (>= 1), then the delivery number and
+--             deliveries of each of them delivered before}, or the negative codes of
+--             'nowait', or -9 (entries wait in the inbox)
 --   'block':  1 (an entry is in the inbox), 2 (the same, and more items are queued),
 --             -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
@@ -112,6 +124,8 @@ local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 if mode == 'woken' and redis.call('LINDEX', inflight, 0) ~= 's:' then return -5 end
 local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
+-- what is taken leaves the queue's care at once: a default-mode get's items, and a 'log''s
+local settles = default_mode or mode == 'log'
 -- only a client holding the role can be the registered waiter
 local role_free = redis.call('LLEN', consumer_free) > 0
 -- the string keys in one MGET (lib.lua read: a false value is read again with GET)
@@ -122,7 +136,7 @@ if mode == 'woken' then
   redis.call('LPOP', inflight)
   mode = 'nowait'
 end
-local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch'
+local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch' or mode == 'log'
 
 local function stop_waiting()
   if registered then
@@ -225,6 +239,11 @@ elseif look(inflight) then
 end
 -- entries delivered to us earlier (e.g. before a reply was lost) come first
 local in_inbox = look(inbox)
+if mode == 'log' and in_inbox then
+  redis.call('LREM', inbox, 0, 's:')
+  if redis.call('LLEN', inbox) > 0 then return -9 end
+  in_inbox = false
+end
 if nowait then
   local entry = in_inbox and take_from_inbox()
   if entry and mode == 'nowait' then
@@ -275,7 +294,7 @@ local function expire(item, now)
   local m = meta_of(meta, item)
   if not m then return false end
   if not m.expires or m.expires > now then
-    if default_mode then
+    if settles then
       redis.call('HDEL', meta, redis.sha1hex(item))
       utube_done(utube, m, items_key, items_push_all)
     end
@@ -336,6 +355,15 @@ if not registered and not role_free then
   return wake(-2)
 end
 if read(consumer, values[3]) ~= client_id then redis.call('SET', consumer, client_id) end
+-- 'log': the log's keys read before any item leaves the queue (a key of the wrong type fails
+-- here, changing nothing)
+local log, logs, log_tail, producer = nil, nil, nil, nil
+if mode == 'log' and len > 0 then
+  logs = items_key .. ':pressure:logs'
+  log = logs .. ':' .. ARGV[8]
+  log_tail, producer = log_reads(log, log .. ':tail', logs, items_key .. ':producer')
+  if not log_tail then return redis.error_reply('PRESSURE bad log ' .. log) end
+end
 local taken = nil
 if len > 0 and has_meta then
   local want = 1
@@ -387,7 +415,7 @@ if len > 0 then
     end
     return items
   end
-  local entries, bytes = {}, 0
+  local entries, counts, again, bytes = {}, {}, {}, 0
   for i, item in ipairs(items) do
     bytes = bytes + items_size(item)
     local deliveries = 1
@@ -396,13 +424,25 @@ if len > 0 then
       deliveries = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
       redis.call('HDEL', redeliveries, digest)
     end
-    entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item
+    if not log then
+      entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item
+    else
+      counts[i] = deliveries
+      if deliveries > 1 then again[#again + 1], again[#again + 2] = seq + i, deliveries end
+    end
   end
   len = len - want
   redis.call('INCRBY', consumed_messages, want)
   redis.call('INCRBY', consumed_bytes, bytes)
   keep_permit(not_full, len + waiting, bound, permits)
   stop_waiting()
+  if log then
+    local seqs = {}
+    for i = 1, want do seqs[i] = seq + i end
+    log_tail = log_chunk(log, log .. ':tail', log_tail, logs, ARGV[8], producer, items, seqs, counts,
+                         string.rep(now .. ' ', want - 1) .. now)
+    return {log_tail, want, unpack(again)}
+  end
   if mode == 'many' then
     redis.call('LPUSH', inflight, unpack(entries))
     return entries

@@ -195,7 +195,8 @@ end
 -- the hash :pressure:meta under sha1(the item as stored) (items with identical bytes share
 -- it, as they share a delivery count): '<expires at, ms>|<ttr, ms>|<d: dead-letter it when
 -- it expires>|<key>', each part possibly empty. The field goes when the item does:
--- acknowledged, expired, deleted, dead-lettered, or taken by a default-mode get.
+-- acknowledged, expired, deleted, dead-lettered, taken by a default-mode get, or logged
+-- (a stream reader's log: get.lua 'log', log_append.lua).
 local function meta_of(meta_key, item)
   local raw = redis.call('HGET', meta_key, redis.sha1hex(item))
   if not raw then return nil end
@@ -208,7 +209,7 @@ end
 -- (the one current item: queued, delayed by a release, or taken; and those waiting behind
 -- it in the list '<utube key name>:<key>', oldest at the right). Only the current item is
 -- ever in the queue, so items of one key are taken one at a time, in order. When it is
--- done (acknowledged, dead-lettered, expired, deleted, or taken by a default-mode get),
+-- done (acknowledged, dead-lettered, expired, deleted, taken by a default-mode get, or logged),
 -- the next one of its key enters the queue at the tail (with `push_all`, items_push_all).
 -- `m` is the item's meta_of.
 local function utube_done(utube_key, m, items_key, push_all)
@@ -228,4 +229,66 @@ end
 -- key names (same hash slot: the base's hash tag is in every one).
 local function sibling_key(key, suffix, other)
   return string.sub(key, 1, -(#suffix + 1)) .. other
+end
+
+-- The item of an in-flight entry '<seq>:<deliveries>:<ms>:<item>' is done with (acknowledged,
+-- or logged by log_append.lua): its ttl, ttr and utube key go from `meta` (:pressure:meta),
+-- its key's next item comes in (with `push_all`, items_push_all), and the queue's waiter is
+-- woken for it (keys named from `meta`, see sibling_key).
+local function entry_done(meta, entry, push_all)
+  local item = string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$')
+  if not item then return end
+  local m = meta_of(meta, item)
+  redis.call('HDEL', meta, redis.sha1hex(item))
+  if m and m.key then
+    utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), push_all)
+    nudge_waiter(redis.call('GET', sibling_key(meta, 'meta', 'waiter')),
+                 redis.call('GET', sibling_key(meta, 'meta', 'lease')), sibling_key(meta, 'meta', 'inbox:'))
+  end
+end
+
+-- A stream reader's log (pressure/spark/log.py; log_append.lua has its format): what an append
+-- reads, before anything is written, so that a key of the wrong type fails the append without
+-- a change. The log's tail (the number of its last item: at least the last it holds and the
+-- last committed, '<log>:committed', in case its tail key was lost), or nil if the log (a
+-- stream), its tail (a number) or the set `logs` do not fit; and the queue's producer
+-- (:producer). An empty log is deleted: XADD refuses an id at or below the last one a
+-- stream ever had, which an empty one no longer shows, and nothing above its committed
+-- number ever left it.
+local function log_reads(log, tail_key, logs, producer_key)
+  local kind = redis.call('TYPE', logs)['ok']
+  if kind ~= 'none' and kind ~= 'set' then return nil end
+  local values = redis.call('MGET', tail_key, log .. ':committed')
+  local tail = tonumber(read(tail_key, values[1]) or '0')
+  local committed = tonumber(read(log .. ':committed', values[2]) or '0')
+  if not tail or not committed then return nil end
+  kind = redis.call('TYPE', log)['ok']
+  if kind == 'stream' then
+    local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
+    if last then
+      tail = math.max(tail, tonumber(string.match(last[1], '^(%d+)')))
+    else
+      redis.call('DEL', log)
+    end
+  elseif kind ~= 'none' then
+    return nil
+  end
+  return math.max(tail, committed), redis.call('GET', producer_key) or ''
+end
+
+-- Append `items` (as the queue stores them) to `log` as one chunk numbered on from `tail`
+-- (read by log_reads): `seqs` and `counts` are each item's delivery number and deliveries,
+-- `stamps` their taken-at ms as text, space-separated. Returns the log's new tail.
+local function log_chunk(log, tail_key, tail, logs, group, producer, items, seqs, counts, stamps)
+  local c = #items
+  if c > 0 then
+    local lengths = {}
+    for i = 1, c do lengths[i] = #items[i] end
+    tail = tail + c
+    redis.call('XADD', log, tail .. '-0', 'n', c, 'l', table.concat(lengths, ' '), 's', table.concat(seqs, ' '),
+               'd', table.concat(counts, ' '), 't', stamps, 'p', producer, 'i', table.concat(items))
+  end
+  redis.call('SET', tail_key, tail)
+  redis.call('SADD', logs, group)
+  return tail
 end

@@ -7,16 +7,19 @@ the two: ``take(n)`` moves up to ``n`` queued items into the log of a named
 group, numbering them 1, 2, 3...; ``read(after, upto)`` reads a range of
 numbers as often as asked; ``commit(upto)`` drops what is done.
 
-Each ``take`` is two atomic steps: a reliable get of the items (they wait in
-this consumer's in-flight list, see ``Queue.receive``) and ``log_append.lua``,
-which moves exactly those still in flight into the log. A process that dies
-between the two leaves the items in flight, and they are requeued (at once if
-the process is seen dead on its host, else after the visibility timeout): an
-item is either in the queue, in flight, or in the log, never lost and never in
-two of them. The log lives beside the queue (``<base>:pressure:logs:<group>``,
-a stream) and goes when the queue is deleted.
+Each round trip of a ``take`` moves up to 1000 items from the queue into the log in one
+atomic step (get.lua 'log'): an item is either in the queue or in the log, never lost
+and never in both. On a signed queue (an authkey) each item must be verified before it is
+logged, so there it is two steps: a reliable get of the items (they wait in this
+consumer's in-flight list, see ``Queue.receive``; one whose signature is bad is
+dead-lettered) and ``log_append.lua``, which moves exactly those still in flight into
+the log. A process that dies between the two leaves the items in flight, and they are
+requeued (at once if the process is seen dead on its host, else after the visibility
+timeout). Either way a logged item leaves the queue's care, as a default-mode get's
+does: its ttl, ttr and utube key go (the key's next item comes in). The log lives beside
+the queue (``<base>:pressure:logs:<group>``, a stream) and goes when the queue is deleted.
 
-Each ``log_append.lua`` call stores what it logs as one stream entry, a chunk (up to
+Each round trip stores what it logs as one stream entry, a chunk (up to
 1000 items: their lengths, delivery numbers, deliveries and times as text, the items
 concatenated), and ``log_read.lua`` hands chunks back as they are stored: the server
 does no work per item, and a reader cuts the chunks itself. A log written when there
@@ -33,7 +36,7 @@ from typing import Any, NamedTuple
 import redis
 
 from .._internal import attach, internal
-from .._scripts import LOG_APPEND, LOG_COMMIT, LOG_READ
+from .._scripts import LOG_APPEND, LOG_COMMIT, LOG_READ, GetStatus
 from ..connection import ConnectionConfig
 from ..errors import PressureError
 from ..keys import KINDS, resolve_prefix
@@ -223,21 +226,39 @@ class QueueLog:
         if n < 0:
             raise ValueError(f"n must not be negative, not {n}")
         link = internal(self._queue)
-        k = self._queue.keys
+        signed = link.signed
         tail = None
         left = n
         while left > 0:
-            # acknowledged by log_append, not by task_done: left out of its line
-            cid, got = link.receive_ids(min(left, _CHUNK))
-            if not got:
+            logged = GetStatus.ENTRIES_WAITING if signed else link.logged(min(left, _CHUNK), self._group)
+            if logged == GetStatus.EMPTY:
                 break
-            tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(cid), self._log,
-                                                                self._tail_key, k.producer, k.logs),
-                                LOG_APPEND.check((self._group, *got))))
-            left -= len(got)
+            if isinstance(logged, tuple):
+                tail, count = logged
+            else:  # verified first (a signed queue), or entries delivered before: two steps
+                taken = self._append(min(left, _CHUNK))
+                if taken is None:
+                    break
+                tail, count = taken
+            left -= count
         if tail is None:  # nothing queued (a queue that is gone raised QueueDoesNotExist)
             return self.tail()
         return tail
+
+    def _append(self, n: int) -> tuple[int, int] | None:
+        """Up to ``n`` items into the log in two steps: a reliable get (``receive_ids``: a
+        signed item is verified, one whose signature is bad dead-lettered), then
+        log_append.lua. (the tail, how many), or None if none were queued."""
+        link = internal(self._queue)
+        k = self._queue.keys
+        # acknowledged by log_append, not by task_done: left out of its line
+        cid, got = link.receive_ids(n)
+        if not got:
+            return None
+        tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(cid), self._log, self._tail_key,
+                                                            k.producer, k.logs, k.meta),
+                            LOG_APPEND.check((self._group, *got))))
+        return tail, len(got)
 
     def read(self, after: int, upto: int) -> Iterator[LogEntry]:
         """The entries numbered ``after + 1`` to ``upto``, in order, as often as asked until
