@@ -11,6 +11,7 @@ Every get sends get.lua in one of its modes (see its header):
   queued (a backlog) sends 'nowait' alone first: no BLMOVE, no reply of it, per item;
 * 'many' (``many``): up to n items queued now, each a Delivery; 'batch' (``batch``): up
   to n items as they are stored, under one header, for get_many in the default mode;
+  'log' (``logged``): up to n items straight into a stream reader's log (QueueLog's);
 * 'cancel' (``cancel``): stop waiting, give the role back (only if still the waiter) and
   return what the in-flight list holds that was never received to the inbox. A cancel
   that fails on a dropped connection is kept and retried before this consumer's next call
