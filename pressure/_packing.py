@@ -1,6 +1,7 @@
-"""Commands encoded in RESP, ready to send: the text and SHA1 of each Lua script (lib.lua,
-the kind's item functions, then the script: see ``_script_source``), ``pack_command`` for a
-plain command, and ``PackedScript``, a script call whose constant part is encoded once.
+"""Commands encoded in RESP, ready to send: the text and SHA1 of each Lua script (the
+definitions of lib.lua and of the kind's item functions that it uses, then the script: see
+``_script_source``), ``pack_command`` for a plain command, and ``PackedScript``, a script
+call whose constant part is encoded once.
 
 ``pressure.connection`` sends them (and re-exports every name here).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources
+import re
 from collections.abc import Sequence
 
 __all__ = ["Call", "PackedScript", "pack_command"]
@@ -18,10 +20,11 @@ __all__ = ["Call", "PackedScript", "pack_command"]
 @functools.cache
 def _script_source(name: str) -> str:
     """The text of script ``<script>`` (a FIFO queue's) or ``<script>@lifo`` /
-    ``<script>@priority``: the shared functions of lua/lib.lua, the item
-    functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua),
-    then the script itself. Each kind is a script of its own (its own SHA1),
-    so no script asks at run time what kind of queue it serves."""
+    ``<script>@priority``: the shared functions of lua/lib.lua and the item
+    functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua)
+    that it uses (``_used``), then the script itself. Each kind is a script of
+    its own (its own SHA1), so no script asks at run time what kind of queue it
+    serves."""
     script, _, kind = name.partition("@")
     folder = importlib.resources.files("pressure") / "lua"
     if kind in ("", "fifo"):
@@ -31,8 +34,51 @@ def _script_source(name: str) -> str:
             folder / "items_zset.lua").read_text("utf-8")
     else:
         raise ValueError(f"no such kind of queue: {kind!r}")
-    return "\n".join(((folder / "lib.lua").read_text("utf-8"), items,
-                       (folder / f"{script}.lua").read_text("utf-8")))
+    body = (folder / f"{script}.lua").read_text("utf-8")
+    return "\n".join((*_used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body), body))
+
+
+#: The start of a definition at the top of a library: a local function, or a local value.
+_DEFINITION = re.compile(r"local (?:function (\w+)\(|(\w+) = )")
+_WORD = re.compile(r"\w+")
+#: A quoted string (a name in one is no use of it), else a comment to the end of its line.
+_NOT_CODE = re.compile(r"""'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|--[^\n]*""")
+
+
+def _code_words(text: str) -> set[str]:
+    """The names ``text`` mentions in its code: outside its strings and comments."""
+    return set(_WORD.findall(_NOT_CODE.sub(" ", text)))
+
+
+def _used(library: str, script: str) -> list[str]:
+    """The definitions of ``library`` that ``script`` uses, directly or through one another,
+    in the library's order, each with the comment above it. Every definition left out would
+    make a closure or a value on each call of the script, for nothing (a function's
+    definition ends at the first 'end' at the start of a line: the libraries' layout)."""
+    blocks: list[tuple[str, str]] = []
+    lines: list[str] = []
+    name = ""
+    for line in library.splitlines(keepends=True):
+        if not name and (start := _DEFINITION.match(line)):
+            name = start.group(1) or start.group(2)
+            if start.group(2):  # one line
+                blocks.append((name, "".join((*lines, line))))
+                lines, name = [], ""
+                continue
+        lines.append(line)
+        if name and line.rstrip() == "end":
+            blocks.append((name, "".join(lines)))
+            lines, name = [], ""
+    if name:
+        raise ValueError(f"library definition {name!r} has no 'end' at the start of a line")
+    mentions = {n: _code_words(text) for n, text in blocks}
+    wanted = _code_words(script) & mentions.keys()
+    todo = list(wanted)
+    while todo:
+        for other in mentions[todo.pop()] & mentions.keys() - wanted:
+            wanted.add(other)
+            todo.append(other)
+    return [text for n, text in blocks if n in wanted]
 
 
 @functools.cache

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import redis
 
+from pressure._packing import _script_sha, _script_source
+
 LUA = Path(__file__).resolve().parent.parent / "pressure" / "lua"
 #: Put in front of every script, not scripts themselves: no KEYS/ARGV header.
 LIBRARIES = ("lib.lua", "items_list.lua", "items_zset.lua")
@@ -214,6 +216,56 @@ def test_every_script_compiles_as_assembled(r: redis.Redis, kind: str) -> None:
     for name in SCRIPTS:
         text = "\n".join(((LUA / "lib.lua").read_text("utf-8"), items, (LUA / name).read_text("utf-8")))
         assert len(r.script_load(text)) == 40, name
+        # and as it is sent: with the definitions of the libraries it uses only
+        sent = _script_source(name.removesuffix(".lua") + ("" if kind == "fifo" else "@" + kind))
+        assert r.script_load(sent) == _script_sha(name.removesuffix(".lua") + ("" if kind == "fifo" else "@" + kind))
+
+
+_CODE_WORD = re.compile(r"\w+")
+_STRING_OR_COMMENT = re.compile(r"""'[^'\n]*'|"[^"\n]*"|--[^\n]*""")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "lifo", "priority"])
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_script_is_sent_with_the_library_definitions_it_uses(name: str, kind: str) -> None:
+    """Each library definition is a closure or a value made on every call of a script that
+    carries it: a script is sent with those it uses, directly or through one another, and
+    no other. Every library name its code mentions (outside strings and comments) is
+    defined before it; none defined is unused."""
+    source = _script_source(name.removesuffix(".lua") + ("" if kind == "fifo" else "@" + kind))
+    script = (LUA / name).read_text("utf-8")
+    assert source.endswith(script)
+    library = source[:-len(script)]
+    defined = re.findall(r"^local (?:function (\w+)\(|(\w+) = )", library, re.MULTILINE)
+    defined_names = [a or b for a, b in defined]
+    assert len(set(defined_names)) == len(defined_names)
+    code_words = set(_CODE_WORD.findall(_STRING_OR_COMMENT.sub(" ", source)))
+    assert code_words & LIBRARY_NAMES <= set(defined_names), name
+    mentioned = set(_CODE_WORD.findall(_STRING_OR_COMMENT.sub(" ", script)))
+    for definition in defined_names:  # used by the script, or by another definition it carries
+        uses = [other for other in (*defined_names, None) if other != definition]
+        assert definition in mentioned or any(
+            re.search(rf"\b{definition}\b", _STRING_OR_COMMENT.sub(" ", _definition_text(library, other)))
+            for other in uses if other), f"{name}: {definition} is sent but never used"
+
+
+def _definition_text(library: str, name: str) -> str:
+    """The text of definition ``name`` in an assembled library (to its 'end', or its line)."""
+    start = re.search(rf"^local (?:function {name}\(|{name} = )", library, re.MULTILINE)
+    assert start
+    if not start.group(0).startswith("local function"):
+        return library[start.start():library.index("\n", start.start())]
+    return library[start.start():library.index("\nend", start.start()) + 4]
+
+
+def test_a_library_definition_must_end_at_the_start_of_a_line() -> None:
+    from pressure._packing import _used
+
+    assert _used("local function a()\n  return 1\nend\nlocal function b()\n  return a()\nend\n",
+                 "return b()") == ["local function a()\n  return 1\nend\n", "local function b()\n  return a()\nend\n"]
+    assert _used("-- one\nlocal function a()\nend\n-- two\nlocal B = 1\n", "return B") == ["-- two\nlocal B = 1\n"]
+    with pytest.raises(ValueError, match="'a' has no 'end'"):
+        _used("local function a()\n  return 1 end\n", "return a()")
 
 
 def test_errors_are_raised_as_strings() -> None:

@@ -1,5 +1,7 @@
--- Shared functions, put in front of every script when it is loaded (the SHA1
--- covers the combined text), so no two scripts carry copies of them.
+-- Shared functions: those a script uses (directly or through one another) are put in
+-- front of it when it is loaded (the SHA1 covers the combined text; pressure/_packing.py),
+-- so no two scripts carry copies of them, and no script makes the closures of the others
+-- on every call. A definition ends at the first 'end' at the start of a line.
 -- Each script binds its KEYS and ARGV to named locals at its top, named as its
 -- header names them (a key after its suffix: not_full, consumer_free, inflight...;
 -- with '_key' where the plain name is the value read from it: bound_key, waiter_key,
