@@ -329,3 +329,28 @@ def test_a_get_whose_connection_breaks_behind_a_posted_drop_says_so_and_loses_no
         q.get_nowait()
     assert_invariants(r, q)
     q.disconnect()
+
+
+def test_a_log_take_whose_reply_is_lost_logs_each_item_once(proxy: ReplyDropper, prefix: str,
+                                                             r: redis.Redis) -> None:
+    """A stream reader's take moves each 1,000 items into its log in one atomic step
+    (get.lua 'log'): if the reply is lost, those items are in the log, nothing is in flight,
+    and the next take goes on after them. Every item is logged once, in order."""
+    from pressure.spark.log import QueueLog
+
+    q: pressure.Queue[bytes] = pressure.Queue("lost-log", url=proxy.url, prefix=prefix, serializer="bytes")
+    log = QueueLog("lost-log", "g", url=proxy.url, prefix=prefix)
+    q.put(b"warm-up")
+    assert log.take(1) == 1  # get.lua loaded: the reply dropped is that of a call that ran
+    q.put_many([b"%d" % i for i in range(1500)])
+    proxy.arm(_sha("get"))
+    with pytest.raises(pressure.BackendError):
+        log.take(1500)
+    assert proxy.dropped.is_set()
+    assert log.tail() == 1001 and q.qsize() == 500 and q.in_flight() == []
+    assert log.take(1500) == 1501
+    assert [e.payload for e in log.read(1, 1501)] == [b"%d" % i for i in range(1500)]
+    assert q.qsize() == 0 and q.in_flight() == []
+    assert_invariants(r, q)
+    log.disconnect()
+    q.disconnect()
