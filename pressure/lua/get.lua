@@ -147,29 +147,6 @@ local function stop_waiting()
   end
 end
 
--- Whether a list holds anything but wake-up entries.
-local function has_entries(key)
-  local n = redis.call('LLEN', key)
-  return n > 0 and n > #redis.call('LPOS', key, 's:', 'COUNT', 0)
-end
-
--- Whether another consumer holds an item that may come back to the queue: in its inbox
--- (never received), in flight (reliable: not acknowledged; default: not returned by its
--- get yet) or in a held batch (default: not returned yet).
-local function others_hold()
-  local suffix = #me
-  local inbox_prefix = string.sub(inbox, 1, #inbox - suffix)
-  local inflight_prefix = string.sub(inflight, 1, #inflight - suffix)
-  local held_prefix = string.sub(held, 1, #held - suffix)
-  for _, id in ipairs(redis.call('HKEYS', consumers)) do
-    if id ~= me and (redis.call('EXISTS', held_prefix .. id) == 1 or has_entries(inbox_prefix .. id)
-                     or has_entries(inflight_prefix .. id)) then
-      return true
-    end
-  end
-  return false
-end
-
 local function wake(code)
   stop_waiting()
   redis.call('LPUSH', inbox, 's:')
@@ -285,59 +262,36 @@ if look(delayed) then
   len = items_len(items_key)
 end
 
--- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is dropped
--- (counted as done, as a discarded item) or moved to the dead letters (seq 'expired'), and
--- counted in :pressure:counts 'expired'. A default-mode get takes its field along: the item
--- is never acknowledged.
-local utube = sibling_key(meta, 'meta', 'utube')
-local function expire(item, now)
-  local m = meta_of(meta, item)
-  if not m then return false end
-  if not m.expires or m.expires > now then
-    if settles then
-      redis.call('HDEL', meta, redis.sha1hex(item))
-      utube_done(utube, m, items_key, items_push_all)
-    end
-    return false
-  end
-  redis.call('HDEL', meta, redis.sha1hex(item))
-  utube_done(utube, m, items_key, items_push_all)
-  redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', 1)
-  if m.dead then
-    redis.call('LPUSH', sibling_key(meta, 'meta', 'dead'), 'expired:0:' .. now .. ':' .. item)
-  else
-    local tasks_done = sibling_key(meta, 'meta', 'tasks_done')
-    local all_tasks_done = sibling_key(meta, 'meta', 'all_tasks_done')
-    local produced = counter(items_key .. ':stats:produced_messages')
-    if counter(tasks_done) < produced then
-      if redis.call('INCR', tasks_done) >= produced then
-        redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
-      end
-    end
-  end
-  return true
-end
-
--- Up to `want` live items out of the queue (those past their ttl are expired on the way).
-local function take_live(want, now)
-  local kept = {}
-  while #kept < want do
-    local n = math.min(want - #kept, items_len(items_key))
-    if n == 0 then break end
-    local items
-    if n == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, n) end
-    for _, item in ipairs(items) do
-      if not expire(item, now) then kept[#kept + 1] = item end
-    end
-  end
-  return kept
-end
 -- the record before any answer that leaves a wake-up entry in our lists: a Delete
 -- finds a consumer's lists only through its record, and a sweep drops the records of
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
 if len == 0 and look(closed) then
-  if waiting == 0 and redis.call('EXISTS', utube) == 0 and not others_hold() then
+  -- Whether a list holds anything but wake-up entries.
+  local function has_entries(key)
+    local n = redis.call('LLEN', key)
+    return n > 0 and n > #redis.call('LPOS', key, 's:', 'COUNT', 0)
+  end
+
+  -- Whether another consumer holds an item that may come back to the queue: in its inbox
+  -- (never received), in flight (reliable: not acknowledged; default: not returned by its
+  -- get yet) or in a held batch (default: not returned yet).
+  local function others_hold()
+    local suffix = #me
+    local inbox_prefix = string.sub(inbox, 1, #inbox - suffix)
+    local inflight_prefix = string.sub(inflight, 1, #inflight - suffix)
+    local held_prefix = string.sub(held, 1, #held - suffix)
+    for _, id in ipairs(redis.call('HKEYS', consumers)) do
+      if id ~= me and (redis.call('EXISTS', held_prefix .. id) == 1 or has_entries(inbox_prefix .. id)
+                       or has_entries(inflight_prefix .. id)) then
+        return true
+      end
+    end
+    return false
+  end
+
+  if waiting == 0 and redis.call('EXISTS', sibling_key(meta, 'meta', 'utube')) == 0
+     and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
   end
@@ -366,6 +320,55 @@ if mode == 'log' and len > 0 then
 end
 local taken = nil
 if len > 0 and has_meta then
+  -- (the functions of a branch are made in it: a closure costs every call that makes it)
+  local utube = sibling_key(meta, 'meta', 'utube')
+  -- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is
+  -- dropped (counted as done, as a discarded item) or moved to the dead letters (seq
+  -- 'expired'), and counted in :pressure:counts 'expired'. A default-mode get takes its
+  -- field along: the item is never acknowledged.
+  local function expire(item, now)
+    local m = meta_of(meta, item)
+    if not m then return false end
+    if not m.expires or m.expires > now then
+      if settles then
+        redis.call('HDEL', meta, redis.sha1hex(item))
+        utube_done(utube, m, items_key, items_push_all)
+      end
+      return false
+    end
+    redis.call('HDEL', meta, redis.sha1hex(item))
+    utube_done(utube, m, items_key, items_push_all)
+    redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', 1)
+    if m.dead then
+      redis.call('LPUSH', sibling_key(meta, 'meta', 'dead'), 'expired:0:' .. now .. ':' .. item)
+    else
+      local tasks_done = sibling_key(meta, 'meta', 'tasks_done')
+      local all_tasks_done = sibling_key(meta, 'meta', 'all_tasks_done')
+      local produced = counter(items_key .. ':stats:produced_messages')
+      if counter(tasks_done) < produced then
+        if redis.call('INCR', tasks_done) >= produced then
+          redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
+        end
+      end
+    end
+    return true
+  end
+
+  -- Up to `want` live items out of the queue (those past their ttl are expired on the way).
+  local function take_live(want, now)
+    local kept = {}
+    while #kept < want do
+      local n = math.min(want - #kept, items_len(items_key))
+      if n == 0 then break end
+      local items
+      if n == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, n) end
+      for _, item in ipairs(items) do
+        if not expire(item, now) then kept[#kept + 1] = item end
+      end
+    end
+    return kept
+  end
+
   local want = 1
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   taken = take_live(want, now_ms())
