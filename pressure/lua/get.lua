@@ -378,8 +378,7 @@ if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
-  local now = redis.call('TIME')
-  now = now[1] * 1000 + math.floor(now[2] / 1000)
+  local now = now_ms_text()
   local items, in_held = nil, false
   if taken then
     items, want = taken, #taken
@@ -392,7 +391,7 @@ if len > 0 then
   if not items then
     if want == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, want) end
   end
-  local seq = redis.call('INCRBY', delivery_seq, want) - want
+  local seq = add(delivery_seq, want) - want
   if mode == 'batch' then
     local bytes, counts = 0, ''
     for _, item in ipairs(items) do bytes = bytes + items_size(item) end
@@ -406,7 +405,7 @@ if len > 0 then
       end
       if again then counts = table.concat(deliveries, ',') end
     end
-    redis.call('INCRBY', consumed_messages, want)
+    add(consumed_messages, want)
     redis.call('INCRBY', consumed_bytes, bytes)
     keep_permit(not_full, len - want + waiting, bound, permits)
     stop_waiting()
@@ -421,21 +420,24 @@ if len > 0 then
   local entries, counts, again, bytes = {}, {}, {}, 0
   for i, item in ipairs(items) do
     bytes = bytes + items_size(item)
-    local deliveries = 1
+    local deliveries = '1'  -- text: no number to format (see now_ms_text) unless redelivered
     if redelivered then
       local digest = redis.sha1hex(item)
-      deliveries = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
+      local count = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
       redis.call('HDEL', redeliveries, digest)
+      if count > 1 then
+        deliveries = count
+        if log then again[#again + 1], again[#again + 2] = seq + i, count end
+      end
     end
     if not log then
       entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item
     else
       counts[i] = deliveries
-      if deliveries > 1 then again[#again + 1], again[#again + 2] = seq + i, deliveries end
     end
   end
   len = len - want
-  redis.call('INCRBY', consumed_messages, want)
+  add(consumed_messages, want)
   redis.call('INCRBY', consumed_bytes, bytes)
   keep_permit(not_full, len + waiting, bound, permits)
   stop_waiting()

@@ -80,9 +80,9 @@ end
 local function keep_permit(key, len, bound, permits)
   if bound == 0 or len < bound then
     if permits > 1 then
-      redis.call('LTRIM', key, 0, 0)
+      redis.call('LTRIM', key, '0', '0')
     elseif permits == 0 then
-      redis.call('LPUSH', key, 1)
+      redis.call('LPUSH', key, '1')
     end
   elseif permits > 0 then
     redis.call('DEL', key)
@@ -165,6 +165,21 @@ end
 local function now_ms()
   local now = redis.call('TIME')
   return now[1] * 1000 + math.floor(now[2] / 1000)
+end
+
+-- The same as text (digits), for an entry or a header: made from TIME's own text, not by
+-- formatting a number (a Lua number becomes text through printf, which costs more than the
+-- command that read it).
+local function now_ms_text()
+  local now = redis.call('TIME')
+  return now[1] .. string.sub('00000' .. now[2], -6, -4)
+end
+
+-- INCRBY `key` `n`, sent as INCR when n is 1 (no number to format: see now_ms_text); the
+-- new value.
+local function add(key, n)
+  if n == 1 then return redis.call('INCR', key) end
+  return redis.call('INCRBY', key, n)
 end
 
 -- Delayed items (put(..., delay=), release(delay=)) wait in the sorted set :pressure:delayed,

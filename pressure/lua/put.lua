@@ -77,8 +77,8 @@ end
 local flags = redis.call('EXISTS', closed, delayed)
 if flags > 0 and redis.call('EXISTS', closed) == 1 then
   -- pass the wake-up on: producers blocked on :not_full wake and see the close
-  redis.call('LPUSH', not_full, 1)
-  redis.call('LTRIM', not_full, 0, 0)
+  redis.call('LPUSH', not_full, '1')
+  redis.call('LTRIM', not_full, '0', '0')
   return -3
 end
 if negative_timeout == '1' and bound > 0 then return -7 end
@@ -99,8 +99,8 @@ if redis.call('LLEN', producer_free) == 0 then
   if full then return -1 end
   if took_permit == '1' then
     -- the producer holding the role may be waiting for the permit we took
-    redis.call('LPUSH', not_full, 1)
-    redis.call('LTRIM', not_full, 0, 0)
+    redis.call('LPUSH', not_full, '1')
+    redis.call('LTRIM', not_full, '0', '0')
   end
   return -2
 end
