@@ -26,7 +26,7 @@ local delivery, task_done = ARGV[1], ARGV[2]
 if delivery == '*' then
   local held = redis.call('LLEN', inflight)
   if held > 0 and redis.call('EXISTS', meta) == 1 then
-    for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do entry_done(meta, entry, items_push_all) end
+    for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do entry_done(meta, entry, items_push_all) end
   end
   redis.call('DEL', inflight)
   return {held, 0}
@@ -36,7 +36,7 @@ local prefix = delivery .. ':'
 if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
   local entry = find_entry(inflight, prefix)
   if entry then
-    redis.call('LREM', inflight, -1, entry)  -- from the tail, where find_entry found it
+    redis.call('LREM', inflight, '-1', entry)  -- from the tail, where find_entry found it
     if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
     acked = 1
   end
@@ -50,6 +50,6 @@ local done = counter_of(tasks_done, values[3])
 if done >= produced then return {acked, -1} end
 done = redis.call('INCR', tasks_done)
 if done >= produced then
-  redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', done)
+  redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', done)
 end
 return {acked, produced - done}

@@ -18,7 +18,7 @@ local consumer, seq = string.match(state, '^pre:%d+:(.*):(%d+)$')
 if consumer and not redis.call('HGET', claims, task_id .. ':started') then
   cancellable = true
   local prefix = seq .. ':'
-  for _, entry in ipairs(redis.call('LRANGE', inflight_prefix .. consumer, 0, -1)) do
+  for _, entry in ipairs(redis.call('LRANGE', inflight_prefix .. consumer, '0', '-1')) do
     if string.sub(entry, 1, #prefix) == prefix then cancellable = false break end
   end
 end

@@ -41,7 +41,7 @@ local consumer_id, inflight_prefix = ARGV[1], ARGV[2]
 -- The delivery numbers an in-flight list holds (its entries are '<delivery>:...').
 local function held_by(list)
   local seqs = {}
-  for _, entry in ipairs(redis.call('LRANGE', list, 0, -1)) do
+  for _, entry in ipairs(redis.call('LRANGE', list, '0', '-1')) do
     local seq = string.match(entry, '^(%d+):')
     if seq then seqs[seq] = true end
   end

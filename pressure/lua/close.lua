@@ -23,8 +23,8 @@ if redis.call('LLEN', producer_free) == 0 then return -2 end
 redis.call('LLEN', not_full)  -- read first: a wrong type fails before any write
 redis.call('LLEN', consumer_free)
 redis.call('SET', producer, client_id)
-redis.call('LPUSH', closed, 1, 1)
-redis.call('LPUSH', not_full, 1)
-redis.call('LTRIM', not_full, 0, 0)
+redis.call('LPUSH', closed, '1', '1')
+redis.call('LPUSH', not_full, '1')
+redis.call('LTRIM', not_full, '0', '0')
 wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
 return 1

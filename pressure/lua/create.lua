@@ -38,8 +38,8 @@ for i = 8, #KEYS do table.insert(others, KEYS[i]) end
 forget_queue(consumers, inbox_prefix, inflight_prefix, held_prefix, logs, others)
 redis.call('DEL', consumers)
 redis.call('SET', bound_key, bound)
-redis.call('LPUSH', producer_free, 1)
-redis.call('LPUSH', consumer_free, 1)
-redis.call('LPUSH', not_full, 1)
+redis.call('LPUSH', producer_free, '1')
+redis.call('LPUSH', consumer_free, '1')
+redis.call('LPUSH', not_full, '1')
 if queue_kind ~= 'fifo' then redis.call('SET', kind_key, queue_kind) end
 return {1, bound}

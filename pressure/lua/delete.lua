@@ -28,8 +28,8 @@ if step == 'begin' then
   -- read first: a key of the wrong type fails here, before anything is deleted
   for _, key in ipairs({not_full, closed, producer_free, consumer_free}) do redis.call('LLEN', key) end
   redis.call('DEL', bound_key)
-  redis.call('LPUSH', not_full, 1)
-  redis.call('LPUSH', closed, 1, 1)
+  redis.call('LPUSH', not_full, '1')
+  redis.call('LPUSH', closed, '1', '1')
   wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
 elseif redis.call('EXISTS', bound_key) == 1 then
   return -8

@@ -43,10 +43,10 @@ if n > 0 then
   if drop > 0 then
     done = redis.call('INCRBY', tasks_done, drop)
     if done >= produced then
-      redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', done)
+      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', done)
     end
   end
 end
-redis.call('LPUSH', not_full, 1)
-redis.call('LTRIM', not_full, 0, 0)
+redis.call('LPUSH', not_full, '1')
+redis.call('LTRIM', not_full, '0', '0')
 return n

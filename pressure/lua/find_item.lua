@@ -41,11 +41,11 @@ end
 local function deleted(item, done)
   utube_done(utube, meta_of(meta, item), items_key, items_push_all)
   redis.call('HDEL', meta, redis.sha1hex(item))
-  redis.call('HINCRBY', counts_key, 'delete', 1)
+  redis.call('HINCRBY', counts_key, 'delete', '1')
   if done then
     local produced = counter(produced_messages)
     if counter(tasks_done) < produced and redis.call('INCR', tasks_done) >= produced then
-      redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
+      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', produced)
     end
     local bound = bound_of(redis.call('GET', bound_key))
     if bound then
@@ -58,13 +58,13 @@ end
 -- taken: in a consumer's in-flight list or inbox
 for _, id in ipairs(redis.call('HKEYS', consumers)) do
   for _, key in ipairs({inflight_prefix .. id, inbox_prefix .. id}) do
-    for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
       local seq, deliveries, item = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
       if seq and seq ~= 's' and matches(item) then
         if deleting then
-          redis.call('LREM', key, 1, entry)
+          redis.call('LREM', key, '1', entry)
           deleted(item, false)
-          redis.call('HINCRBY', counts_key, 'delete_taken', 1)
+          redis.call('HINCRBY', counts_key, 'delete_taken', '1')
         end
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
       end
@@ -82,7 +82,7 @@ for _, item in ipairs(items_all(items_key)) do
   end
 end
 -- delayed
-for _, member in ipairs(redis.call('ZRANGE', delayed, 0, -1)) do
+for _, member in ipairs(redis.call('ZRANGE', delayed, '0', '-1')) do
   local item = string.sub(member, 17)
   if matches(item) then
     if deleting then
@@ -93,11 +93,11 @@ for _, member in ipairs(redis.call('ZRANGE', delayed, 0, -1)) do
   end
 end
 -- buried: the dead letters
-for _, entry in ipairs(redis.call('LRANGE', dead_letters, 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', dead_letters, '0', '-1')) do
   local seq, deliveries, item = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
   if item and matches(item) then
     if deleting then
-      redis.call('LREM', dead_letters, 1, entry)
+      redis.call('LREM', dead_letters, '1', entry)
       deleted(item, false)
     end
     return {'buried', items_payload(item), tonumber(deliveries) or 0, '', seq}

@@ -121,7 +121,7 @@ local held = KEYS[18]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
-if mode == 'woken' and redis.call('LINDEX', inflight, 0) ~= 's:' then return -5 end
+if mode == 'woken' and redis.call('LINDEX', inflight, '0') ~= 's:' then return -5 end
 local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
 -- what is taken leaves the queue's care at once: a default-mode get's items, and a 'log''s
@@ -142,7 +142,7 @@ local function stop_waiting()
   if registered then
     -- registered: :consumer_free was empty above, and only this gives its token back
     redis.call('DEL', waiter_key)
-    redis.call('LPUSH', consumer_free, 1)
+    redis.call('LPUSH', consumer_free, '1')
     registered = false
   end
 end
@@ -169,21 +169,21 @@ if mode == 'cancel' then
   stop_waiting()
   local received = {}
   for i = 7, #ARGV do received[ARGV[i]] = true end
-  local entries = redis.call('LRANGE', inflight, 0, -1)
+  local entries = redis.call('LRANGE', inflight, '0', '-1')
   for _, entry in ipairs(entries) do  -- newest first: the oldest ends up next out
     local seq = string.match(entry, '^([^:]*):')
     if seq == 's' or not received[seq] then
-      redis.call('LREM', inflight, 1, entry)
+      redis.call('LREM', inflight, '1', entry)
       if seq ~= 's' then redis.call('RPUSH', inbox, entry) end
     end
   end
-  local header = redis.call('LINDEX', held, 0)
+  local header = redis.call('LINDEX', held, '0')
   if header then
     local first, ms, counts = string.match(header, '^h:([^:]*):([^:]*):(.*)$')
     if first and not received['h' .. first] then
       local deliveries = {}
       for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
-      local items = redis.call('LRANGE', held, 1, -1)  -- newest first: the oldest ends up next out
+      local items = redis.call('LRANGE', held, '1', '-1')  -- newest first: the oldest ends up next out
       for j, item in ipairs(items) do
         local i = #items - j + 1
         redis.call('RPUSH', inbox, (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. item)
@@ -191,7 +191,7 @@ if mode == 'cancel' then
       redis.call('DEL', held)
     end
   end
-  redis.call('LREM', inbox, 0, 's:')
+  redis.call('LREM', inbox, '0', 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
   return -5
 end
@@ -212,12 +212,12 @@ if default_mode then
   elseif flag == 'k' then present = present - redis.call('DEL', held)
   else present = present - redis.call('DEL', inflight, held) end
 elseif look(inflight) then
-  redis.call('LREM', inflight, 0, 's:')  -- wake-ups moved there by BLMOVE
+  redis.call('LREM', inflight, '0', 's:')  -- wake-ups moved there by BLMOVE
 end
 -- entries delivered to us earlier (e.g. before a reply was lost) come first
 local in_inbox = look(inbox)
 if mode == 'log' and in_inbox then
-  redis.call('LREM', inbox, 0, 's:')
+  redis.call('LREM', inbox, '0', 's:')
   if redis.call('LLEN', inbox) > 0 then return -9 end
   in_inbox = false
 end
@@ -238,7 +238,7 @@ if nowait then
   end
 elseif in_inbox then
   -- wake-ups still there are stale: this script looks at the queue itself
-  redis.call('LREM', inbox, 0, 's:')
+  redis.call('LREM', inbox, '0', 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
 end
 local raw = read(bound_key, values[1])
@@ -270,7 +270,7 @@ if len == 0 and look(closed) then
   -- Whether a list holds anything but wake-up entries.
   local function has_entries(key)
     local n = redis.call('LLEN', key)
-    return n > 0 and n > #redis.call('LPOS', key, 's:', 'COUNT', 0)
+    return n > 0 and n > #redis.call('LPOS', key, 's:', 'COUNT', '0')
   end
 
   -- Whether another consumer holds an item that may come back to the queue: in its inbox
@@ -338,7 +338,7 @@ if len > 0 and has_meta then
     end
     redis.call('HDEL', meta, redis.sha1hex(item))
     utube_done(utube, m, items_key, items_push_all)
-    redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', 1)
+    redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', '1')
     if m.dead then
       redis.call('LPUSH', sibling_key(meta, 'meta', 'dead'), 'expired:0:' .. now .. ':' .. item)
     else
@@ -347,7 +347,7 @@ if len > 0 and has_meta then
       local produced = counter(items_key .. ':stats:produced_messages')
       if counter(tasks_done) < produced then
         if redis.call('INCR', tasks_done) >= produced then
-          redis.call('XADD', all_tasks_done, 'MAXLEN', 1, '*', 'done', produced)
+          redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', produced)
         end
       end
     end

@@ -62,12 +62,12 @@ end
 local function items_take_all(key, dest, n)
   local renamed = redis.pcall('RENAME', key, dest)
   if type(renamed) == 'table' and renamed.err then return nil end
-  local items = {redis.call('LINDEX', dest, -1)}
+  local items = {redis.call('LINDEX', dest, '-1')}
   if #items[1] >= 8192 then
     for i = 2, n do items[i] = redis.call('LINDEX', dest, -i) end
     return items
   end
-  local rest = redis.call('LRANGE', dest, 0, -2)  -- newest first
+  local rest = redis.call('LRANGE', dest, '0', '-2')  -- newest first
   for i = #rest, 1, -1 do items[#items + 1] = rest[i] end
   return items
 end
@@ -89,12 +89,12 @@ end
 
 -- Remove one stored item from the queue; 1 if it was there.
 local function items_remove(key, item)
-  return redis.call('LREM', key, 1, item)
+  return redis.call('LREM', key, '1', item)
 end
 
 -- Every stored item, next out first.
 local function items_all(key)
-  local all = redis.call('LRANGE', key, 0, -1)
+  local all = redis.call('LRANGE', key, '0', '-1')
   local out = {}
   for i = #all, 1, -1 do out[#out + 1] = all[i] end
   return out

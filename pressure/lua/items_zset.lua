@@ -21,7 +21,7 @@ local function items_wrap(seq_key, payload, order)
 end
 
 local function items_push(key, item)
-  redis.call('ZADD', key, 0, item)
+  redis.call('ZADD', key, '0', item)
   return redis.call('ZCARD', key)
 end
 
@@ -68,7 +68,7 @@ end
 
 -- A member keeps its place in the order: back where it was.
 local function items_return(key, item)
-  redis.call('ZADD', key, 0, item)
+  redis.call('ZADD', key, '0', item)
 end
 
 local function items_size(item)
@@ -85,5 +85,5 @@ local function items_remove(key, item)
 end
 
 local function items_all(key)
-  return redis.call('ZRANGE', key, 0, -1)
+  return redis.call('ZRANGE', key, '0', '-1')
 end

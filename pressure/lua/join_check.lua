@@ -10,7 +10,7 @@ local all_tasks_done = KEYS[4]
 if redis.call('EXISTS', bound_key) == 0 then return {-4, ''} end
 local produced = counter(produced_messages)
 local done = counter(tasks_done)
-local last = redis.call('XREVRANGE', all_tasks_done, '+', '-', 'COUNT', 1)
+local last = redis.call('XREVRANGE', all_tasks_done, '+', '-', 'COUNT', '1')
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
 return {math.max(produced - done, 0), id}

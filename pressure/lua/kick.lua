@@ -14,7 +14,7 @@ local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
 local counts_key = KEYS[7]
 local how_many = ARGV[1]
 local n = tonumber(how_many)
-local entries = redis.call('LRANGE', dead_letters, 0, -1)
+local entries = redis.call('LRANGE', dead_letters, '0', '-1')
 if n < 0 or n > #entries then n = #entries end
 -- the oldest n are at the right end; push the newest of them first so the oldest is next out
 for i = #entries - n + 1, #entries do
@@ -26,7 +26,7 @@ end
 if n >= #entries then
   redis.call('DEL', dead_letters)
 elseif n > 0 then
-  redis.call('LTRIM', dead_letters, 0, #entries - n - 1)
+  redis.call('LTRIM', dead_letters, '0', #entries - n - 1)
 end
 if n > 0 then redis.call('HINCRBY', counts_key, 'kick', n) end
 local bound = bound_of(redis.call('GET', bound_key))

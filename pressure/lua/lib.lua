@@ -49,7 +49,12 @@ local function find_entry(list, prefix)
   local len = redis.call('LLEN', list)
   local stop, chunk = -1, 16
   while -stop <= len do
-    local entries = redis.call('LRANGE', list, stop - chunk + 1, stop)
+    local entries
+    if stop == -1 then  -- text: no number to format (see now_ms_text)
+      entries = redis.call('LRANGE', list, '-16', '-1')
+    else
+      entries = redis.call('LRANGE', list, stop - chunk + 1, stop)
+    end
     local last = #entries
     for i = last, 1, -1 do
       if string.sub(entries[i], 1, #prefix) == prefix then return entries[i], stop - (last - i) end
@@ -104,7 +109,7 @@ local function wake_waiter(waiter_key, lease_key, consumer_free, inbox_prefix)
   local waiter = redis.call('GET', waiter_key)
   if not waiter then return end
   redis.call('DEL', waiter_key, lease_key)
-  if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
+  if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, '1') end
   redis.call('LPUSH', inbox_prefix .. waiter, 's:')
 end
 
@@ -168,8 +173,9 @@ local function now_ms()
 end
 
 -- The same as text (digits), for an entry or a header: made from TIME's own text, not by
--- formatting a number (a Lua number becomes text through printf, which costs more than the
--- command that read it).
+-- formatting a number. A Lua number passed to a command, or joined into text, goes through
+-- printf, which costs more than many a command: the scripts pass constants as text ('0',
+-- not 0; tests/test_scripts.py checks it).
 local function now_ms_text()
   local now = redis.call('TIME')
   return now[1] .. string.sub('00000' .. now[2], -6, -4)
@@ -197,7 +203,7 @@ local function move_due(delayed_key, items_key, room, push_all)
   local limit = 1000
   if room >= 0 then limit = math.min(limit, room) end
   if limit > 0 then
-    local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', 0, limit)
+    local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', '0', limit)
     if #due > 0 then
       local items = {}
       for i, member in ipairs(due) do items[i] = string.sub(member, 17) end
@@ -231,7 +237,7 @@ end
 -- `m` is the item's meta_of.
 local function utube_done(utube_key, m, items_key, push_all)
   if not m or not m.key then return end
-  if redis.call('HINCRBY', utube_key, m.key, -1) <= 0 then
+  if redis.call('HINCRBY', utube_key, m.key, '-1') <= 0 then
     redis.call('HDEL', utube_key, m.key)
   else
     local nxt = redis.call('RPOP', utube_key .. ':' .. m.key)
@@ -281,7 +287,7 @@ local function log_reads(log, tail_key, logs, producer_key)
   if not tail or not committed then return nil end
   kind = redis.call('TYPE', log)['ok']
   if kind == 'stream' then
-    local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
+    local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', '1')[1]
     if last then
       tail = math.max(tail, tonumber(string.match(last[1], '^(%d+)')))
     else

@@ -34,7 +34,7 @@ for i = 2, #ARGV do wanted[ARGV[i]] = true end
 -- one pass over the in-flight list: what is wanted is logged, the rest is kept in order
 local deliveries, times, items, kept = {}, {}, {}, {}
 local entries = {}
-for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do
   local seq, count, ms, at = string.match(entry, '^([^:]*):([^:]*):([^:]*):()')
   if seq and wanted[seq] and not items[seq] then
     deliveries[seq], times[seq], items[seq], entries[seq] = count, ms, string.sub(entry, at), entry

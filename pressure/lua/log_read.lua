@@ -15,7 +15,7 @@ local first, last, enough = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[
 local reply = {redis.call('GET', committed_key) or '0'}
 local r, got, from = 1, 0, first
 while true do
-  local entries = redis.call('XRANGE', log, from .. '-0', '+', 'COUNT', 8)
+  local entries = redis.call('XRANGE', log, from .. '-0', '+', 'COUNT', '8')
   if #entries == 0 then return reply end
   for _, entry in ipairs(entries) do
     local n, f = string.sub(entry[1], 1, -3), entry[2]

@@ -156,7 +156,7 @@ elseif utube_key then
     if i > 0 then item = ARGV[8 + i] end
     bytes = bytes + #item
     local wrapped = stored(item, '')
-    if redis.call('HINCRBY', utube, utube_key, 1) == 1 then
+    if redis.call('HINCRBY', utube, utube_key, '1') == 1 then
       len = items_push(items_key, wrapped)
     else
       redis.call('LPUSH', utube .. ':' .. utube_key, wrapped)

@@ -27,7 +27,7 @@ local function exactly(key, n, what)
   if kind == 'list' then have = redis.call('LLEN', key) elseif kind ~= 'none' then have = -1 end
   if have ~= n then
     redis.call('DEL', key)
-    for _ = 1, n do redis.call('LPUSH', key, 1) end
+    for _ = 1, n do redis.call('LPUSH', key, '1') end
     table.insert(changes, what)
     table.insert(changes, tostring(have))
   end

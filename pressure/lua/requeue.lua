@@ -114,18 +114,18 @@ end
 
 -- entries come newest first; pushing each to the head leaves the oldest next out
 local function requeue_all(key)
-  for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do requeue(entry) end
+  for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do requeue(entry) end
   redis.call('DEL', key)
 end
 
 -- The items of a held batch (get.lua 'batch') as delivery entries, newest first (the
 -- order of an in-flight list); none if `held` holds no batch.
 local function held_entries(held)
-  local first, ms, counts = string.match(redis.call('LINDEX', held, 0) or '', '^h:([^:]*):([^:]*):(.*)$')
+  local first, ms, counts = string.match(redis.call('LINDEX', held, '0') or '', '^h:([^:]*):([^:]*):(.*)$')
   if not first then return {} end
   local deliveries = {}
   for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
-  local items = redis.call('LRANGE', held, 1, -1)  -- newest first
+  local items = redis.call('LRANGE', held, '1', '-1')  -- newest first
   local entries = {}
   for j, item in ipairs(items) do
     local i = #items - j + 1
@@ -143,7 +143,7 @@ end
 local function take_role(id)
   if redis.call('GET', waiter_key) == id then
     redis.call('DEL', waiter_key)
-    if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, 1) end
+    if redis.call('LLEN', consumer_free) == 0 then redis.call('LPUSH', consumer_free, '1') end
   end
   if redis.call('GET', lease_key) == id then redis.call('DEL', lease_key) end
 end
@@ -184,12 +184,12 @@ if mode == 'release' then
   end
   local entry = find_entry(key, prefix)
   if entry then
-    redis.call('LREM', key, -1, entry)  -- from the tail, where find_entry found it
+    redis.call('LREM', key, '-1', entry)  -- from the tail, where find_entry found it
     requeue(entry)
     if reason == 'buried' then
-      redis.call('HINCRBY', counts_key, 'bury', 1)
+      redis.call('HINCRBY', counts_key, 'bury', '1')
     else
-      redis.call('HINCRBY', counts_key, 'release', 1)
+      redis.call('HINCRBY', counts_key, 'release', '1')
     end
   end
 elseif mode == 'recover' then
@@ -197,7 +197,7 @@ elseif mode == 'recover' then
   recover(consumer_id)
 else
   if redis.call('EXISTS', bound_key) == 0 then return {-1, 0} end  -- no queue (deleted)
-  if not redis.call('SET', sweep_key, 1, 'NX', 'PX', sweep_ms) then return {-1, 0} end
+  if not redis.call('SET', sweep_key, '1', 'NX', 'PX', sweep_ms) then return {-1, 0} end
   local waiter = redis.call('GET', waiter_key)
   if waiter and redis.call('GET', lease_key) ~= waiter then
     take_role(waiter)
@@ -212,14 +212,14 @@ else
     local visibility = tonumber(string.match(records[i + 1], '([^|]*)|[^|]*$')) or 0
     local empty = true
     local held = held_prefix .. id
-    local ms = tonumber(string.match(redis.call('LINDEX', held, 0) or '', '^h:[^:]*:([^:]*):'))
+    local ms = tonumber(string.match(redis.call('LINDEX', held, '0') or '', '^h:[^:]*:([^:]*):'))
     if ms and visibility > 0 and ms + visibility <= now then
       requeue_held(held)
     elseif ms then
       empty = false
     end
     for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
-      for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
         local ms = tonumber(string.match(entry, '^[^:]*:[^:]*:([^:]*):'))
         local limit = visibility
         if has_meta and ms then
@@ -227,7 +227,7 @@ else
           if m and m.ttr then limit = m.ttr end
         end
         if limit > 0 and ms and ms + limit <= now then
-          redis.call('LREM', key, 1, entry)
+          redis.call('LREM', key, '1', entry)
           requeue(entry)
         elseif ms then
           empty = false
@@ -238,7 +238,7 @@ else
       -- only wake-up entries are left: those BLMOVE moved in flight are garbage; one still
       -- in the inbox is a wake-up its consumer may be about to read, so the record stays
       -- until the inbox is gone too (a Delete finds lists only through the records)
-      redis.call('LREM', inflight_prefix .. id, 0, 's:')
+      redis.call('LREM', inflight_prefix .. id, '0', 's:')
       if redis.call('EXISTS', inbox_prefix .. id, inflight_prefix .. id) == 0 then
         redis.call('HDEL', consumers, id)
       end

@@ -8,7 +8,7 @@
 local role_free, role_holder = KEYS[1], KEYS[2]
 local dead_holder = ARGV[1]
 if redis.call('LLEN', role_free) == 0 and redis.call('GET', role_holder) == dead_holder then
-  redis.call('LPUSH', role_free, 1)
+  redis.call('LPUSH', role_free, '1')
   return 1
 end
 return 0

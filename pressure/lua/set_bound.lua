@@ -12,8 +12,8 @@ local len = items_len(items_key)  -- read first: a wrong type fails before any w
 redis.call('LLEN', not_full)
 redis.call('SET', bound_key, new_bound)
 if bound == 0 or len < bound then
-  redis.call('LPUSH', not_full, 1)
-  redis.call('LTRIM', not_full, 0, 0)
+  redis.call('LPUSH', not_full, '1')
+  redis.call('LTRIM', not_full, '0', '0')
 else
   redis.call('DEL', not_full)
 end

@@ -23,10 +23,10 @@ for i = 2, #ARGV, 2 do
   end
 end
 local acked = 0
-for _, entry in ipairs(redis.call('LRANGE', inflight, 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do
   local prefix = string.match(entry, '^[^:]*:')
   if prefix and settling[prefix] then
-    redis.call('LREM', inflight, 1, entry)
+    redis.call('LREM', inflight, '1', entry)
     settling[prefix] = nil
     acked = acked + 1
   end

@@ -16,7 +16,7 @@ local inbox_prefix, inflight_prefix, held_prefix = ARGV[1], ARGV[2], ARGV[3]
 local taken = 0
 for _, id in ipairs(redis.call('HKEYS', consumers)) do
   for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
-    taken = taken + redis.call('LLEN', key) - #redis.call('LPOS', key, 's:', 'COUNT', 0)
+    taken = taken + redis.call('LLEN', key) - #redis.call('LPOS', key, 's:', 'COUNT', '0')
   end
   local held = redis.call('LLEN', held_prefix .. id)
   if held > 0 then taken = taken + held - 1 end  -- its header, then the items

@@ -10,7 +10,7 @@ local delivery = ARGV[1]
 local now = redis.call('TIME')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 if delivery == '*' then
-  local entries = redis.call('LRANGE', inflight, 0, -1)
+  local entries = redis.call('LRANGE', inflight, '0', '-1')
   local touched = 0
   for i, entry in ipairs(entries) do
     local seq, deliveries, rest = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
