@@ -105,3 +105,30 @@ def test_rtt_proxy_delays_and_keeps_order(url: str) -> None:
         assert [int(x) for x in r.lrange("rtt-order", 0, -1)] == list(range(500))
         r.delete("rtt-order")
         r.close()
+
+
+@pytest.mark.slow
+def test_server_cost_instructions_counts_a_private_server_under_callgrind(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--server-cost-instructions: a server of its own under callgrind, each path's
+    instructions per message against its baseline's (raw LPUSH + BRPOP costs some thousands;
+    a script call, many more), and the server stopped after."""
+    import shutil
+
+    from pressure.bench import _cli, server_cost
+    from pressure.bench._callgrind import CallgrindRedis
+
+    if not shutil.which("valgrind"):
+        pytest.skip("valgrind is not installed")
+    with CallgrindRedis() as server:
+        base = server_cost.measure(server.url, 100, server_cost.raw_single, server)
+        ours = server_cost.measure(server.url, 100, server_cost.single(0), server)
+        process = server.process
+    assert process is not None and process.poll() is not None
+    assert base.instructions is not None and 2_000 < base.instructions < 200_000
+    assert ours.instructions is not None and ours.instructions > 3 * base.instructions
+    assert base.commands == pytest.approx(2.0, abs=0.05)
+    assert _cli.run(["--server-cost-instructions", "--server-cost-count", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "Redis server instructions per message (100 messages per path" in out
+    assert out.count("x |") >= len(server_cost.PATHS)

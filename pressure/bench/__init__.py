@@ -51,6 +51,8 @@ single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per 
 it): Redis CPU (``INFO cpu`` of the main thread) and commands (``commandstats``) per message for
 single items (unbounded, bounded), acknowledged gets and batches of 100 and 500, against the
 same work done with plain commands on a plain list; prints the ratios and issue 16's goals.
+``--server-cost-instructions`` counts instead the instructions a private server run under
+valgrind's callgrind executes per message (``_callgrind``): repeatable on a busy machine.
 
 **Sharded queues** (``pressure.bench.sharded``, opt-in with ``--sharded``, which runs only it):
 ``pressure.ShardedQueue`` with 1, 2, 3 and 6 shards (``--sharded-shards``) on a local 3-master
@@ -93,6 +95,7 @@ __all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "confi
 #   executor   --executor: pressure.Executor against ProcessPoolExecutor
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks
 #   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
+#   _callgrind  --server-cost-instructions: a private redis-server under callgrind
 #   sharded    --sharded: ShardedQueue on a local 3-master cluster, 1..N shards, against raw
 #   __main__   python -m pressure.bench
 # Sections import _harness (and batch imports queues), never the package nor _cli nor each

@@ -100,8 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sharded-batch", type=_size_list, default=(1, 100),
                         help="comma-separated batch sizes of --sharded: 1 is put/get, more is "
                              "put_many/get_many (default: 1,100)")
-    parser.add_argument("--server-cost-count", type=_positive_int, default=20_000,
-                        help="messages per path in --server-cost (default: 20000)")
+    parser.add_argument("--server-cost-count", type=_positive_int, default=None,
+                        help="messages per path in --server-cost (default: 20000; 2000 with "
+                             "--server-cost-instructions)")
+    parser.add_argument("--server-cost-instructions", action="store_true",
+                        help="with --server-cost: count the instructions a private server started "
+                             "under valgrind's callgrind executes per message, instead of timing "
+                             "it (repeatable within a few percent on a busy machine; needs valgrind)")
     parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
                         help="reach Redis through a proxy that adds this round-trip time in ms, as "
                              "across hosts (queue and batch sections; multiprocessing.Queue is local)")
@@ -152,6 +157,8 @@ def build_parser(prog: str = "python -m pressure bench") -> argparse.ArgumentPar
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    if args.server_cost_instructions:
+        args.server_cost = True  # the flag is a way of running that section
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
                        latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
                        queues=not (args.executor or args.batch or args.spark or args.server_cost),
@@ -165,7 +172,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        spark=args.spark, spark_rows=args.spark_rows,
                        spark_partitions=args.spark_partitions, spark_batch=args.spark_batch,
                        spark_stream_batch=args.spark_stream_batch, spark_rounds=args.spark_rounds,
-                       server_cost=args.server_cost, server_cost_count=args.server_cost_count,
+                       server_cost=args.server_cost,
+                       server_cost_count=args.server_cost_count or (
+                           2_000 if args.server_cost_instructions else 20_000),
+                       server_cost_instructions=args.server_cost_instructions,
                        rtt=args.rtt / 1000)
 
 

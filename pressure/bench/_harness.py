@@ -133,6 +133,7 @@ class BenchConfig:
     #: The server-cost section: messages per path.
     server_cost: bool = False
     server_cost_count: int = 20_000
+    server_cost_instructions: bool = False
     #: Round-trip time (s) a proxy adds in front of Redis for the queue and batch sections.
     rtt: float = 0.0
 
