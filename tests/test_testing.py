@@ -93,3 +93,37 @@ def test_pressure_redis_server_chooses_the_binary(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("PRESSURE_REDIS_SERVER", wrong)
         with pytest.raises(ServerUnavailable, match="PRESSURE_REDIS_SERVER=.* is not an executable file"):
             find_redis_server()
+
+
+def test_a_cluster_forms_though_a_meeting_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ClusterTopology: a CLUSTER MEET whose handshake never completes (a loaded machine: the
+    nodes do not try it again, and no one gossips about a node no one met) is sent again, so
+    the cluster still forms. Before, the fixture waited out its 30 s and failed (a CI run)."""
+    import pressure.testing._cluster as cluster_module
+    from pressure.testing import ClusterTopology
+
+    real_client = cluster_module._client
+    lost: list[int] = []
+
+    class _LosesOneMeeting:
+        def __init__(self, server: RedisServer) -> None:
+            self._client = real_client(server)
+
+        def execute_command(self, *args: object) -> object:
+            if args[0] == "CLUSTER MEET" and not lost:
+                lost.append(int(str(args[2])))  # the first meeting never happens
+                return True
+            return self._client.execute_command(*args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._client, name)
+
+    monkeypatch.setattr(cluster_module, "_client", _LosesOneMeeting)
+    monkeypatch.setattr(cluster_module, "MEET_AGAIN", 1.0)
+    with ClusterTopology(masters=3, replicas=0) as topo:
+        assert lost and lost[0] in [s.port for s in topo.servers]
+        client = real_client(topo.servers[0])
+        try:
+            assert int(client.cluster("info")["cluster_known_nodes"]) == 3
+        finally:
+            client.close()

@@ -25,6 +25,8 @@ from ._server import RedisServer, ServerUnavailable, free_ports
 __all__ = ["ClusterTopology"]
 
 SLOTS = 16384
+#: Seconds to wait for the nodes to know one another before meeting them again.
+MEET_AGAIN = 5.0
 
 
 def _client(server: RedisServer) -> Any:  # redis-py's command methods are partly untyped
@@ -133,15 +135,24 @@ class ClusterTopology:
                 client.execute_command("CLUSTER ADDSLOTS", *range(i * share, end + 1))
             finally:
                 client.close()
+        deadline = time.monotonic() + timeout
         first = _client(masters[0])
         try:
-            for server in self.servers[1:]:
-                first.execute_command("CLUSTER MEET", "127.0.0.1", server.port)
+            while True:
+                for server in self.servers[1:]:
+                    first.execute_command("CLUSTER MEET", "127.0.0.1", server.port)
+                try:
+                    self._wait(lambda c: int(c.cluster("info")["cluster_known_nodes"]) == len(self.servers),
+                               min(deadline, time.monotonic() + MEET_AGAIN), "the nodes did not all meet")
+                    break
+                except ServerUnavailable:
+                    # a handshake that timed out (a loaded machine) is never tried again by the
+                    # nodes, and a node no one met is gossiped about by no one: meet them again
+                    # (a node already met ignores it)
+                    if time.monotonic() > deadline:
+                        raise
         finally:
             first.close()
-        deadline = time.monotonic() + timeout
-        self._wait(lambda c: int(c.cluster("info")["cluster_known_nodes"]) == len(self.servers),
-                   deadline, "the nodes did not all meet")
         for master, group in zip(masters, self.replicas_at_start):
             master_id = self.node_id(master)
             for replica in group:
