@@ -109,7 +109,7 @@ def test_rtt_proxy_delays_and_keeps_order(url: str) -> None:
 
 @pytest.mark.slow
 def test_server_cost_instructions_counts_a_private_server_under_callgrind(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--server-cost-instructions: a server of its own under callgrind, each path's
     instructions per message against its baseline's (raw LPUSH + BRPOP costs some thousands;
     a script call, many more), and the server stopped after."""
@@ -128,7 +128,8 @@ def test_server_cost_instructions_counts_a_private_server_under_callgrind(
     assert base.instructions is not None and 2_000 < base.instructions < 200_000
     assert ours.instructions is not None and ours.instructions > 3 * base.instructions
     assert base.commands == pytest.approx(2.0, abs=0.05)
-    assert _cli.run(["--server-cost-instructions", "--server-cost-count", "100"]) == 0
+    # --url: the session's private server (never REDIS_URL's) for the report's machine lines
+    assert _cli.run(["--url", url, "--server-cost-instructions", "--server-cost-count", "100"]) == 0
     out = capsys.readouterr().out
     assert "Redis server instructions per message (100 messages per path" in out
     assert out.count("x |") >= len(server_cost.PATHS)

@@ -417,7 +417,8 @@ if len > 0 then
     end
     return items
   end
-  local entries, counts, again, bytes = {}, {}, {}, 0
+  local entries, counts, again, bytes = {}, nil, nil, 0
+  if log then counts, again = {}, {} end  -- (a table made is garbage for every other get)
   for i, item in ipairs(items) do
     bytes = bytes + items_size(item)
     local deliveries = '1'  -- text: no number to format (see now_ms_text) unless redelivered
