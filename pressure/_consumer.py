@@ -36,7 +36,7 @@ import redis
 from ._consumer_state import _ConsumerState
 from ._packing import Call
 from ._roles import CONSUMER, MIN_WAIT
-from ._scripts import GetStatus
+from ._scripts import GET_FLAG, GetStatus
 from ._validate import _TIMEOUT_MESSAGE, _timeout_value
 from .connection import refused_for_now
 from .errors import BackendError, Empty, IntegrityError, ProtocolError, ShutDown
@@ -133,7 +133,7 @@ class _Consumer(_ConsumerState[T]):
                 woken if waited else None)
             first = True
             while True:
-                tail[5] = "0"
+                tail[GET_FLAG] = "0"
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
                     maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
                     # found queued with more behind it: the next get tries 'nowait' alone
@@ -165,7 +165,7 @@ class _Consumer(_ConsumerState[T]):
                     if holders == "wait":
                         if time.monotonic() >= deadline:
                             raise Empty(f"queue {self.name!r} is empty")
-                        tail[5] = "w"
+                        tail[GET_FLAG] = "w"
                 else:
                     maybe_waiting = False
                     if status == GetStatus.NO_QUEUE:  # deleted: our own lists are all that is left
@@ -185,7 +185,7 @@ class _Consumer(_ConsumerState[T]):
                 first = False
                 status, reply, taken = backend.script_then_blmove(
                     command, tail, inbox, inflight,
-                    _wait_time(UNDRAINED_POLL if tail[5] == "w" else self.slice(), deadline), woken)
+                    _wait_time(UNDRAINED_POLL if tail[GET_FLAG] == "w" else self.slice(), deadline), woken)
         except BaseException as exc:
             if maybe_waiting:
                 # an unresponsive or refusing server: do not wait out another socket timeout now

@@ -107,10 +107,9 @@ class _ConsumerState(Generic[T]):
         return self.record_cache[1]
 
     def _tail(self, cid: str, mode: str, flag: str) -> list[bytes | str | int]:
-        """get.lua's KEYS beyond the queue's and its ARGV, for consumer ``cid`` in ``mode``."""
-        k = self.keys
-        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self.record(),
-                self.options.lease_ms, self.queue.client_id]
+        """get.lua's ARGV for consumer ``cid`` in ``mode`` (its one key, the queue's, is fixed:
+        it names the consumer's lists from ``cid``)."""
+        return [cid, mode, flag, self.record(), self.options.lease_ms, self.queue.client_id]
 
     # -- what it received -------------------------------------------------------------
 
@@ -199,9 +198,8 @@ class _ConsumerState(Generic[T]):
             received = [d.id for d in held if d.consumer == cid]
         else:
             received = self.last_received.get(cid, [])
-        keys = (*self.get_keys, self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid))
         client_id = cid.rpartition("#")[0]
-        return GET.call(self.backend, keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
+        return GET.call(self.backend, self.get_keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
                                              client_id, *received), variant=self.variant)
 
     def cancel_after_error(self, cid: str, now: bool = True) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .connection import Backend
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
-           "DRAIN", "DELETE", "PUT", "GET", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE",
+           "DRAIN", "DELETE", "PUT", "GET", "GET_FLAG", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE",
            "TOUCH", "WAKE", "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ",
            "QUEUE_SCRIPTS", "OTHER_SCRIPTS"]
 
@@ -220,8 +220,7 @@ class PutStatus(IntEnum):
 
 PUT = QueueScript(
     "put",
-    lambda k: (k.base, k.bound, k.producer_free, k.producer, k.closed, k.not_full, k.produced_messages,
-               k.produced_bytes, k.waiter, k.lease, k.delivery_seq, k.delayed),
+    lambda k: (k.base,),
     ("client_id", "payload", "negative", "waited", "inbox_prefix", "order_key", "delay_ms", "meta"), PutStatus,
     more_argv="items")
 
@@ -251,11 +250,12 @@ class GetStatus(IntEnum):
 
 GET = QueueScript(
     "get",
-    lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.closed, k.not_full, k.consumed_messages,
-               k.consumed_bytes, k.waiter, k.lease, k.consumers, k.redeliveries, k.delivery_seq, k.delayed,
-               k.meta),
+    lambda k: (k.base,),
     ("consumer_id", "mode", "flag", "record", "lease_ms", "client_id"), GetStatus,
-    call_keys=("inbox", "inflight", "held"), more_argv="received or count")
+    more_argv="received or count")
+#: Where get.lua's ``flag`` (ARGV[3]) is in a call's arguments: a blocking get changes it between
+#: its calls ('w': wait on a closed queue whose items others hold).
+GET_FLAG = GET.argv.index("flag")
 
 
 class AckStatus(IntEnum):

@@ -86,9 +86,7 @@ def register_waiter(q: pressure.Queue[Any], consumer: str, record: str, lease_ms
     """Register ``consumer`` as the waiter exactly as a blocking get does (get.lua 'block'),
     with a crafted consumer record such as 'otherhost|1|1.0|10000|d', and return the status.
     Stands in for a consumer on another host, or one that vanishes before its BLMOVE."""
-    k = q.keys
-    return q._backend.script(q._get_command, (k.inbox(consumer), k.inflight(consumer), k.held(consumer),
-                                              consumer, "block", "0", record, lease_ms, consumer))
+    return q._backend.script(q._get_command, (consumer, "block", "0", record, lease_ms, consumer))
 
 
 def consumer_keys(r: redis.Redis, q: pressure.Queue[Any], client_id: str, kind: str) -> list[bytes]:

@@ -273,8 +273,7 @@ def test_a_default_consumer_on_another_host_killed_inside_get_loses_nothing(
     q.put("next")
     ghost = "otherhost:1:1#ghost"
     k = q.keys
-    entry = q._backend.script(q._get_command, (k.inbox(ghost), k.inflight(ghost), k.held(ghost), ghost,
-                                               "nowait", "0", "otherhost|1|1.0|1000|d", 1000, ghost))
+    entry = q._backend.script(q._get_command, (ghost, "nowait", "0", "otherhost|1|1.0|1000|d", 1000, ghost))
     assert entry.endswith(pickle.dumps("taken", protocol=pickle.HIGHEST_PROTOCOL))
     time.sleep(1.2)
     consumer = make_queue("far", lease=1.0)

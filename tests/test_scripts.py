@@ -374,14 +374,14 @@ def test_binding_matches_its_scripts_header(binding: Any, kind: str) -> None:
 
 
 def test_a_binding_refuses_a_wrong_argument_count() -> None:
-    from pressure._scripts import CLOSE, GET, PUT
+    from pressure._scripts import ACK, CLOSE, PUT
     from pressure.keys import QueueKeys
 
     k = QueueKeys.build("p", "q")
     with pytest.raises(TypeError, match="close takes 2 arguments"):
         CLOSE.run(None, k, "", "only one")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="get takes keys per call"):
-        GET.run(None, k, "", *"123456")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ack takes keys per call"):
+        ACK.run(None, k, "", *"12")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="put takes 8 arguments"):
         PUT.call(None, PUT.keys(k), tuple("12345"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="takes no more arguments"):

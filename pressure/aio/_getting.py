@@ -29,7 +29,7 @@ from .._records import (
     _parse_entry,
 )
 from .._roles import CONSUMER, MIN_WAIT, SWEEP_INTERVAL, _Roles
-from .._scripts import REQUEUE
+from .._scripts import GET_FLAG, REQUEUE
 from .._validate import _TIMEOUT_MESSAGE, Options, _timeout_value
 from ..connection import PackedScript, _script_sha, pack_command
 from ..errors import DeserializationError, IntegrityError, PressureError, ProtocolError, ShutDown
@@ -154,15 +154,12 @@ class _Getting(Generic[T]):
             self._lock.release()
 
     def _tail(self, mode: str, flag: str) -> list[bytes | str | int]:
-        k, cid = self._keys, self._cid
-        return [k.inbox(cid), k.inflight(cid), k.held(cid), cid, mode, flag, self._record,
-                self._options.lease_ms, self._client_id]
+        return [self._cid, mode, flag, self._record, self._options.lease_ms, self._client_id]
 
     def _cancel_data(self) -> list[bytes]:
-        k, cid = self._keys, self._cid
         script = "get" + self._variant
-        return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys) + 3, *self._get_keys,
-                             k.inbox(cid), k.inflight(cid), k.held(cid), cid, "cancel", "0", self._record,
+        return [pack_command("EVALSHA", _script_sha(script), len(self._get_keys), *self._get_keys,
+                             self._cid, "cancel", "0", self._record,
                              self._options.lease_ms, self._client_id, *self._received_ids(self._received))]
 
     def _post_drop(self) -> None:
@@ -361,7 +358,7 @@ class _Getting(Generic[T]):
                 3 if with_woken else 2)
             status, reply = replies[0], replies[1]
             taken = replies[2] if with_woken else None
-            tail[5] = "0"
+            tail[GET_FLAG] = "0"
             if isinstance(reply, redis.RedisError):
                 self._link.check(reply, "BLMOVE after script get", True)
             if reply is not None and not reply.startswith(b"s:"):
@@ -385,7 +382,7 @@ class _Getting(Generic[T]):
                 if holders == "wait":
                     if time.monotonic() >= deadline:
                         raise Empty(f"queue {self._name!r} is empty")
-                    tail[5] = "w"
+                    tail[GET_FLAG] = "w"
             else:
                 self._dirty = False
                 if status == _NO_QUEUE:  # deleted: our own lists are all that is left
@@ -399,7 +396,7 @@ class _Getting(Generic[T]):
                 elif status not in (_DELIVERED, _DELIVERED_MORE):
                     raise ProtocolError(f"get script returned {status!r}")
             first = False
-            timeout = _wait_time(UNDRAINED_POLL if tail[5] == "w" else slice_, deadline)
+            timeout = _wait_time(UNDRAINED_POLL if tail[GET_FLAG] == "w" else slice_, deadline)
 
     async def _cancel_wait(self) -> bytes:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""

@@ -130,8 +130,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._info_keys = (k.base, k.bound, k.closed)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         self._put_command = PUT.command(k, variant=self._variant)
-        self._get_command = PackedScript("get" + self._variant, self._get_keys, 3, 6)
-        self._get_many_command = PackedScript("get" + self._variant, self._get_keys, 3, 7)
+        self._get_command = GET.command(k, variant=self._variant)
+        self._get_many_command = GET.command(k, variant=self._variant, more=1)  # ARGV[7]: how many
         # on a Redis Cluster: every command to the master of the queue's slot (ValueError now
         # if the name has no hash tag, as for the sync handles)
         self._link.route(k.base, f"queue {name!r}")

@@ -30,38 +30,35 @@
 -- A closed queue is drained only when its list is empty, no delayed item and no item behind
 -- a utube key waits, and no other consumer holds an item that may come back (in its inbox, in flight or in a held batch):
 -- until then a get answers -8, and waits like one on an open, empty queue.
--- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
--- KEYS[2]  - :bound
--- KEYS[3]  - :consumer_free
--- KEYS[4]  - :consumer
--- KEYS[5]  - :closed
--- KEYS[6]  - :not_full
--- KEYS[7]  - :stats:consumed_messages
--- KEYS[8]  - :stats:consumed_bytes
--- KEYS[9]  - :pressure:waiter (identifier of the waiting consumer)
--- KEYS[10] - :pressure:lease (the waiter's identifier, expiring unless renewed)
--- KEYS[11] - :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode', where ms is
---            the visibility timeout (reliable, mode 'r') or lease (default, mode 'd'))
--- KEYS[12] - :pressure:redeliveries (hash: sha1(payload) -> deliveries so far)
--- KEYS[13] - :pressure:delivery_seq
--- KEYS[14] - :pressure:delayed (delayed items by due time: those due move into the items
---            first, as far as the bound allows; see lib.lua move_due)
--- KEYS[15] - :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of):
---            an item taken past its ttl is dropped (or dead-lettered) and the next one taken.
---            Only then are these used, named from it (lib.lua sibling_key):
---            :pressure:counts ('expired'), :pressure:dead (expired items put with 'd'),
---            :pressure:tasks_done and :pressure:all_tasks_done (an expired item dropped
---            counts as done, as a discarded one), <KEYS[1]>:stats:produced_messages, and
---            :pressure:utube (an item of a utube key that expires, or that a default-mode get
---            or a 'log' takes, lets its key's next item in; lib.lua utube_done)
--- KEYS[16] - this client's inbox (:pressure:inbox:<id>)
--- KEYS[17] - this client's in-flight list (:pressure:inflight:<id>)
--- KEYS[18] - this client's held batch (:pressure:held:<id>)
---            (KEYS[16..18] end with ARGV[1]: what comes before it is the prefix of
---            every consumer's list of that kind)
---            Mode 'log' also writes these, named from KEYS[1] and the group ARGV[8]:
---            the log <KEYS[1]>:pressure:logs:<group> and its tail '<log>:tail' (see
---            log_append.lua), the set <KEYS[1]>:pressure:logs, and reads <KEYS[1]>:producer
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues), whose name <base>
+--            names every other key the script uses: <base> followed by a suffix (one hash
+--            slot: the base's hash tag is in every one). A call sends one key name, not the
+--            eighteen it uses (each costs the server more to receive and hand to Lua than
+--            the script costs to make it):
+--            :bound, :consumer_free, :consumer, :closed, :not_full, :stats:consumed_messages,
+--            :stats:consumed_bytes,
+--            :pressure:waiter (identifier of the waiting consumer),
+--            :pressure:lease (the waiter's identifier, expiring unless renewed),
+--            :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode', where ms is
+--              the visibility timeout (reliable, mode 'r') or lease (default, mode 'd')),
+--            :pressure:redeliveries (hash: sha1(payload) -> deliveries so far),
+--            :pressure:delivery_seq,
+--            :pressure:delayed (delayed items by due time: those due move into the items
+--              first, as far as the bound allows; see lib.lua move_due),
+--            :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of):
+--              an item taken past its ttl is dropped (or dead-lettered) and the next one
+--              taken; only then are :pressure:counts ('expired'), :pressure:dead (expired
+--              items put with 'd'), :pressure:tasks_done and :pressure:all_tasks_done (an
+--              expired item dropped counts as done, as a discarded one) and
+--              :stats:produced_messages used; :pressure:utube with it (an item of a utube
+--              key that expires, or that a default-mode get or a 'log' takes, lets its key's
+--              next item in; lib.lua utube_done),
+--            this consumer's inbox, in-flight list and held batch,
+--              :pressure:inbox:<ARGV[1]>, :pressure:inflight:<ARGV[1]>, :pressure:held:<ARGV[1]>
+--              (what comes before ARGV[1] is the prefix of every consumer's list of that kind),
+--            and, in mode 'log', named from the group ARGV[8]: the log :pressure:logs:<group>
+--              and its tail '<log>:tail' (see log_append.lua), the set :pressure:logs; and
+--              :producer, read
 -- ARGV[1] - consumer identifier: the client identifier and the handle's own
 --           token ('<client id>#<token>'); it names the inbox, in-flight and held lists
 -- ARGV[2] - 'nowait': move the entry to <inflight> and return it, never wait
@@ -111,17 +108,20 @@
 --   'block':  1 (an entry is in the inbox), 2 (the same, and more items are queued),
 --             -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
-local items_key, bound_key, consumer_free = KEYS[1], KEYS[2], KEYS[3]
-local consumer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
-local consumed_messages, consumed_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
-local lease_key, consumers, redeliveries = KEYS[10], KEYS[11], KEYS[12]
-local delivery_seq, delayed = KEYS[13], KEYS[14]
-local meta, inbox, inflight = KEYS[15], KEYS[16], KEYS[17]
-local held = KEYS[18]
+local items_key = KEYS[1]
 local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
+local ext = items_key .. ':pressure:'
+local inflight = ext .. 'inflight:' .. me
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
 if mode == 'woken' and redis.call('LINDEX', inflight, '0') ~= 's:' then return -5 end
+local bound_key, consumer_free = items_key .. ':bound', items_key .. ':consumer_free'
+local consumer, closed, not_full = items_key .. ':consumer', items_key .. ':closed', items_key .. ':not_full'
+local consumed_messages = items_key .. ':stats:consumed_messages'
+local consumed_bytes = items_key .. ':stats:consumed_bytes'
+local waiter_key, consumers, redeliveries = ext .. 'waiter', ext .. 'consumers', ext .. 'redeliveries'
+local delivery_seq, delayed, meta = ext .. 'delivery_seq', ext .. 'delayed', ext .. 'meta'
+local inbox, held = ext .. 'inbox:' .. me, ext .. 'held:' .. me
 local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
 -- what is taken leaves the queue's care at once: a default-mode get's items, and a 'log''s
@@ -277,20 +277,16 @@ if len == 0 and look(closed) then
   -- (never received), in flight (reliable: not acknowledged; default: not returned by its
   -- get yet) or in a held batch (default: not returned yet).
   local function others_hold()
-    local suffix = #me
-    local inbox_prefix = string.sub(inbox, 1, #inbox - suffix)
-    local inflight_prefix = string.sub(inflight, 1, #inflight - suffix)
-    local held_prefix = string.sub(held, 1, #held - suffix)
     for _, id in ipairs(redis.call('HKEYS', consumers)) do
-      if id ~= me and (redis.call('EXISTS', held_prefix .. id) == 1 or has_entries(inbox_prefix .. id)
-                       or has_entries(inflight_prefix .. id)) then
+      if id ~= me and (redis.call('EXISTS', ext .. 'held:' .. id) == 1 or has_entries(ext .. 'inbox:' .. id)
+                       or has_entries(ext .. 'inflight:' .. id)) then
         return true
       end
     end
     return false
   end
 
-  if waiting == 0 and redis.call('EXISTS', sibling_key(meta, 'meta', 'utube')) == 0
+  if waiting == 0 and redis.call('EXISTS', ext .. 'utube') == 0
      and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
@@ -313,7 +309,7 @@ if read(consumer, values[3]) ~= client_id then redis.call('SET', consumer, clien
 -- here, changing nothing)
 local log, logs, log_tail, producer = nil, nil, nil, nil
 if mode == 'log' and len > 0 then
-  logs = items_key .. ':pressure:logs'
+  logs = ext .. 'logs'
   log = logs .. ':' .. ARGV[8]
   log_tail, producer = log_reads(log, log .. ':tail', logs, items_key .. ':producer')
   if not log_tail then return redis.error_reply('PRESSURE bad log ' .. log) end
@@ -321,7 +317,7 @@ end
 local taken = nil
 if len > 0 and has_meta then
   -- (the functions of a branch are made in it: a closure costs every call that makes it)
-  local utube = sibling_key(meta, 'meta', 'utube')
+  local utube = ext .. 'utube'
   -- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is
   -- dropped (counted as done, as a discarded item) or moved to the dead letters (seq
   -- 'expired'), and counted in :pressure:counts 'expired'. A default-mode get takes its
@@ -338,12 +334,12 @@ if len > 0 and has_meta then
     end
     redis.call('HDEL', meta, redis.sha1hex(item))
     utube_done(utube, m, items_key, items_push_all)
-    redis.call('HINCRBY', sibling_key(meta, 'meta', 'counts'), 'expired', '1')
+    redis.call('HINCRBY', ext .. 'counts', 'expired', '1')
     if m.dead then
-      redis.call('LPUSH', sibling_key(meta, 'meta', 'dead'), 'expired:0:' .. now .. ':' .. item)
+      redis.call('LPUSH', ext .. 'dead', 'expired:0:' .. now .. ':' .. item)
     else
-      local tasks_done = sibling_key(meta, 'meta', 'tasks_done')
-      local all_tasks_done = sibling_key(meta, 'meta', 'all_tasks_done')
+      local tasks_done = ext .. 'tasks_done'
+      local all_tasks_done = ext .. 'all_tasks_done'
       local produced = counter(items_key .. ':stats:produced_messages')
       if counter(tasks_done) < produced then
         if redis.call('INCR', tasks_done) >= produced then
@@ -470,6 +466,7 @@ if not registered then
   redis.call('SET', waiter_key, me)
 end
 -- the lease names the waiter; renewed when it is someone else's or half gone
+local lease_key = ext .. 'lease'
 if redis.call('GET', lease_key) ~= me or redis.call('PTTL', lease_key) * 2 < tonumber(lease_ms) then
   redis.call('SET', lease_key, me, 'PX', lease_ms)
 end

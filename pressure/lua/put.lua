@@ -6,25 +6,22 @@
 -- the consumer role while the queue is empty), it is woken with the entry 's:'
 -- in its inbox and takes the item itself (get.lua 'woken'): a waiter that died
 -- meanwhile takes nothing with it, and the items stay in order for the next.
--- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
--- KEYS[2]  - :bound
--- KEYS[3]  - :producer_free
--- KEYS[4]  - :producer
--- KEYS[5]  - :closed
--- KEYS[6]  - :not_full
--- KEYS[7]  - :stats:produced_messages
--- KEYS[8]  - :stats:produced_bytes
--- KEYS[9]  - :pressure:waiter (identifier of the waiting consumer)
--- KEYS[10] - :pressure:lease (names the waiter while its lease runs: no lease, no wake-up)
--- KEYS[11] - :pressure:delivery_seq (the sequence of LIFO and priority members, and of
---            delayed items)
--- KEYS[12] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua
---            move_due): due ones move into the items first, as far as the bound allows.
---            Delayed items count against the bound here, as queued ones do
---            Named from it (lib.lua sibling_key), used only by puts with ARGV[8]:
---            :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of)
---            and :pressure:utube (items per utube key; the items waiting behind a key's
---            current one in the list '<:pressure:utube>:<key>'; lib.lua utube_done)
+-- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues), whose name <base>
+--            names every other key the script uses: <base> followed by a suffix (one hash
+--            slot: the base's hash tag is in every one; a call sends one key name, as get.lua's):
+--            :bound, :producer_free, :producer, :closed, :not_full, :stats:produced_messages,
+--            :stats:produced_bytes,
+--            :pressure:waiter (identifier of the waiting consumer),
+--            :pressure:lease (names the waiter while its lease runs: no lease, no wake-up),
+--            :pressure:delivery_seq (the sequence of LIFO and priority members, and of
+--              delayed items),
+--            :pressure:delayed (sorted set of delayed items by due time; see lib.lua
+--              move_due): due ones move into the items first, as far as the bound allows.
+--              Delayed items count against the bound here, as queued ones do,
+--            and, only by puts with ARGV[8]: :pressure:meta (ttl, ttr and utube key of items
+--              put with them; lib.lua meta_of) and :pressure:utube (items per utube key; the
+--              items waiting behind a key's current one in the list '<:pressure:utube>:<key>';
+--              lib.lua utube_done)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -51,19 +48,22 @@
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
 -- With ARGV[9..], success is {the length, how many of the items went in (>= 1)};
 -- the negative codes are returned as they are (then none went in).
-local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
-local producer, closed, not_full = KEYS[4], KEYS[5], KEYS[6]
-local produced_messages, produced_bytes, waiter_key = KEYS[7], KEYS[8], KEYS[9]
-local lease_key, delivery_seq, delayed = KEYS[10], KEYS[11], KEYS[12]
+local items_key = KEYS[1]
 local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
 local meta_arg = ARGV[8]
-local meta, utube = nil, nil
+local bound_key, producer_free = items_key .. ':bound', items_key .. ':producer_free'
+local producer, closed, not_full = items_key .. ':producer', items_key .. ':closed', items_key .. ':not_full'
+local produced_messages = items_key .. ':stats:produced_messages'
+local produced_bytes = items_key .. ':stats:produced_bytes'
+local ext = items_key .. ':pressure:'
+local waiter_key, lease_key, delivery_seq, delayed = ext .. 'waiter', ext .. 'lease', ext .. 'delivery_seq', ext .. 'delayed'
+local meta, utube, utube_key = nil, nil, nil
 if meta_arg ~= '' then
-  meta, utube = sibling_key(delayed, 'delayed', 'meta'), sibling_key(delayed, 'delayed', 'utube')
+  meta, utube = ext .. 'meta', ext .. 'utube'
+  utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
 end
-local utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
 -- the string keys in one MGET (lib.lua read: a false value is read again with GET)
 local values = redis.call('MGET', bound_key, waiter_key, lease_key, produced_messages, produced_bytes,
                           producer)
