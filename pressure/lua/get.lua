@@ -409,7 +409,11 @@ if len > 0 then
     if in_held then
       redis.call('LPUSH', held, items[want + 1])
     else
-      redis.call('LPUSH', held, unpack(items))
+      -- the same order appended, not prepended: each element pushed at a list's head moves
+      -- what its listpack node holds (up to 8 KB) along, for every item
+      local newest_first = {items[want + 1]}
+      for i = want, 1, -1 do newest_first[want - i + 2] = items[i] end
+      redis.call('RPUSH', held, unpack(newest_first))
     end
     return items
   end

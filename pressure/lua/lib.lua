@@ -246,10 +246,10 @@ local function utube_done(utube_key, m, items_key, push_all)
 end
 
 -- The lifecycle's keys beside `key`, one of the queue's '<base>:pressure:<suffix>' keys that
--- a hot script declares (:pressure:delayed, :pressure:meta): '<base>:pressure:<other>'. The
--- hot scripts (put, get, ack) declare one or two of them and name the others from it, touched
--- only when a lifecycle feature is in use, so that a put or get that uses none sends no more
--- key names (same hash slot: the base's hash tag is in every one).
+-- a script declares (:pressure:meta): '<base>:pressure:<other>'. ack.lua and the log's
+-- scripts declare it and name the others from it, touched only when a lifecycle feature is
+-- in use, so that a call that uses none sends no more key names (same hash slot: the base's
+-- hash tag is in every one; put.lua and get.lua name every key from the base itself).
 local function sibling_key(key, suffix, other)
   return string.sub(key, 1, -(#suffix + 1)) .. other
 end

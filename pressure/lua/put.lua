@@ -30,7 +30,7 @@
 -- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
 --           prefix followed by its identifier (same hash slot as the queue)
 -- ARGV[6] - the item's order key (priority queues; see items_zset.lua), else ''
--- ARGV[7] - delay in ms ('' or '0': none): the items wait in KEYS[12] until due, counted
+-- ARGV[7] - delay in ms ('' or '0': none): the items wait in :pressure:delayed until due, counted
 --           in :stats:produced_* at once (so join() waits for them), not in the list
 -- ARGV[8] - ttl, ttr and utube key: '' (none), or '<ttl ms>|<ttr ms>|<d>|<key>' (any part
 --           may be empty; 'd': dead-letter the item when it expires, else drop it): written to
