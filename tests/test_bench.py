@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Iterator
 from multiprocessing.context import SpawnContext
+from typing import Any
 
 import pytest
 import redis
@@ -82,6 +83,57 @@ def test_server_cost_counts_what_the_server_runs(url: str) -> None:
     for path in server_cost.PATHS:
         ours = server_cost.measure(url, 500, path.pressure)
         assert ours.cpu_us > 0 and ours.evalsha >= 1 / 500 and ours.commands > 0, (path.label, ours)
+
+
+def test_the_floor_scripts_keep_the_protocol(make_queue: Any, r: redis.Redis) -> None:
+    """--server-cost's floor lines are a yardstick only if their scripts do what a conforming
+    client must: what the floor puts, pressure gets, and the reverse, with the counters and
+    the permit kept; a full, closed or missing queue refused; what is taken kept until dropped."""
+    from pressure.bench._floor import _source
+
+    put, get = r.script_load(_source("floor_put.lua")), r.script_load(_source("floor_get.lua"))
+    q = make_queue("floor", maxsize=3, serializer="bytes")
+    base = q.keys.base
+    assert r.evalsha(put, 1, base, "p", b"a") == 1
+    assert r.evalsha(put, 1, base, "p", b"bb", b"ccc") == 3
+    assert r.llen(q.keys.not_full) == 0  # at the bound: no permit, and the next put is refused
+    assert r.evalsha(put, 1, base, "p", b"d") == -1
+    assert q.get_nowait() == b"a" and q.qsize() == 2 and q.full() is False
+    entry = r.evalsha(get, 1, base, "c#1", "")
+    assert entry.endswith(b":bb") and entry.split(b":")[1] == b"1"
+    assert r.lrange(f"{base}:pressure:inflight:c#1", 0, -1) == [entry]  # kept until dropped
+    q.put(b"e")
+    assert r.evalsha(get, 1, base, "c#1", 5) == [b"ccc", b"e"]
+    held = r.lrange(f"{base}:pressure:held:c#1", 0, -1)
+    assert held[0].startswith(b"h:") and held[1:] == [b"e", b"ccc"]  # as get.lua's: newest first
+    assert r.evalsha(get, 1, base, "c#1", "") == -5
+    k = q.keys
+    assert r.mget(k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes) == [
+        b"4", b"7", b"4", b"7"]
+    assert r.llen(q.keys.not_full) == 1 and r.llen(q.keys.producer_free) == 1
+    q.close()
+    assert r.evalsha(put, 1, base, "p", b"f") == -3
+    assert r.evalsha(put, 1, f"{base}-none", "p", b"f") == -4
+    assert r.evalsha(get, 1, f"{base}-none", "c#1", "") == -4
+
+
+def test_the_floor_lines_move_every_message(url: str) -> None:
+    """Each floor path moves its messages through a queue of its own, which it deletes."""
+    from pressure.bench import server_cost
+
+    floors = [path for path in server_cost.PATHS if path.floor is not None]
+    assert [p.label for p in floors] == ["single put+get, unbounded", "put_many/get_many 100",
+                                         "put_many/get_many 500"]
+    client = redis.Redis.from_url(url)
+    try:
+        before = set(client.keys("*cost-*"))
+        for path in floors:
+            assert path.floor is not None
+            cost = server_cost.measure(url, 1000, path.floor)
+            assert cost.evalsha >= 2 / 500 and cost.cpu_us > 0, (path.label, cost)
+        assert set(client.keys("*cost-*")) == before
+    finally:
+        client.close()
 
 
 def test_rtt_proxy_delays_and_keeps_order(url: str) -> None:

@@ -212,6 +212,6 @@ def test_wheel_and_sdist_carry_what_they_need(tmp_path: Path) -> None:
     with tarfile.open(sdist) as tar:
         top = sdist.name.removesuffix(".tar.gz")
         members = {n.removeprefix(f"{top}/") for n in tar.getnames()}
-    needed = _files_under("tests", "compat", "examples", "pressure/lua")
+    needed = _files_under("tests", "compat", "examples", "pressure/lua", "pressure/bench")
     assert needed | {"LICENSE", "README.md", "pyproject.toml"} <= members, sorted(needed - members)
     assert not [n for n in members if "__pycache__" in n or n.endswith(".pyc")]

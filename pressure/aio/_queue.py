@@ -45,7 +45,7 @@ from .._scripts import ACK, GET, PUT
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from .._consumer_state import OWING_MOST
-from ..connection import Backend, ConnectionConfig, PackedScript, _script_sha, pack_command
+from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
     PressureError,

@@ -50,7 +50,9 @@ single-item throughput and latency against raw LPUSH/BRPOP and Redis memory per 
 **Server cost** (``pressure.bench.server_cost``, opt-in with ``--server-cost``, which runs only
 it): Redis CPU (``INFO cpu`` of the main thread) and commands (``commandstats``) per message for
 single items (unbounded, bounded), acknowledged gets and batches of 100 and 500, against the
-same work done with plain commands on a plain list; prints the ratios and issue 16's goals.
+same work done with plain commands on a plain list; prints the ratios and issue 16's goals,
+and beside single items and batches the floor (``_floor``: the protocol's Put and Get, and
+keeping what is taken until the client has it, in one-key scripts doing nothing more).
 ``--server-cost-instructions`` counts instead the instructions a private server run under
 valgrind's callgrind executes per message (``_callgrind``): repeatable on a busy machine.
 

@@ -42,6 +42,7 @@ import redis
 import pressure
 
 from ._callgrind import CallgrindRedis
+from ._floor import floor_batch, floor_single
 from ._harness import BenchConfig, fmt, print_lines, ratio, render_table
 
 PAYLOAD = b"x" * 100
@@ -67,12 +68,14 @@ class Cost:
 
 @dataclass(frozen=True)
 class Path:
-    """A pressure path and its baseline: ``run(url, n)`` moves n messages."""
+    """A pressure path, its baseline and, where there is one, the floor of its kind (``_floor``):
+    ``run(url, n)`` moves n messages."""
 
     label: str
     goal: float
     pressure: Callable[[str, int], None]
     baseline: Callable[[str, int], None]
+    floor: Callable[[str, int], None] | None = None
 
 
 def _snapshot(r: redis.Redis) -> tuple[float, dict[str, int]]:
@@ -316,58 +319,90 @@ def raw_batch(size: int) -> Callable[[str, int], None]:
 
 
 PATHS = [
-    Path("single put+get, unbounded", 1.5, single(0), raw_single),
+    Path("single put+get, unbounded", 1.5, single(0), raw_single, floor_single),
     Path("single put+get, maxsize=100", 1.5, single(100), raw_single),
     Path("reliable get + task_done", 2.0, reliable, raw_reliable),
     Path(f"reliable task_done holding {HELD:,}", 2.0, holding(HELD), raw_holding(HELD)),
-    Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100)),
-    Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500)),
+    Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100), floor_batch(100)),
+    Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500), floor_batch(500)),
     Path("put_many/get_many 100, in step", 2.0, batch_in_step(100), raw_batch_in_step(100)),
     Path("put_many/get_many 500, in step", 2.0, batch_in_step(500), raw_batch_in_step(500)),
     Path("delayed put+due+get (raw = plain put+get)", 2.0, delayed, single(0)),
 ]
 
 
-def run_server_cost(url: str, config: BenchConfig) -> list[tuple[Path, Cost, Cost]]:
-    """Each path and its baseline, in turns for ``config.repeat`` rounds, the lowest cost of
-    each kept; with ``config.server_cost_instructions`` on a server of its own under callgrind."""
+#: A path's result: pressure's cost, the baseline's, and the floor's (None: no floor line).
+Result = tuple[Path, Cost, Cost, Cost | None]
+
+
+def run_server_cost(url: str, config: BenchConfig) -> list[Result]:
+    """Each path, its baseline and its floor, in turns for ``config.repeat`` rounds, the lowest
+    cost of each kept; with ``config.server_cost_instructions`` on a server of its own under
+    callgrind."""
     if config.server_cost_instructions:
         with CallgrindRedis() as server:
             return _rounds(server.url, config, server)
     return _rounds(url, config, None)
 
 
-def _rounds(url: str, config: BenchConfig, counter: CallgrindRedis | None) -> list[tuple[Path, Cost, Cost]]:
+def _rounds(url: str, config: BenchConfig, counter: CallgrindRedis | None) -> list[Result]:
     n = config.server_cost_count
-    best: dict[str, tuple[Cost, Cost]] = {}
+    best: dict[str, list[Cost | None]] = {}
     for _ in range(config.repeat):
         for path in PATHS:
-            ours, base = measure(url, n, path.pressure, counter), measure(url, n, path.baseline, counter)
-            old = best.get(path.label)
-            best[path.label] = (min(ours, old[0], key=lambda c: c.cost) if old else ours,
-                                min(base, old[1], key=lambda c: c.cost) if old else base)
-    return [(path, *best[path.label]) for path in PATHS]
+            runs = (path.pressure, path.baseline, path.floor)
+            costs = [measure(url, n, run, counter) if run is not None else None for run in runs]
+            old = best.setdefault(path.label, costs)
+            for i, (a, b) in enumerate(zip(old, costs)):
+                if a is not None and b is not None and b.cost < a.cost:
+                    old[i] = b
+    results: list[Result] = []
+    for path in PATHS:
+        ours, base, floor = best[path.label]
+        assert ours is not None and base is not None
+        results.append((path, ours, base, floor))
+    return results
 
 
-def print_server_cost_report(results: list[tuple[Path, Cost, Cost]], config: BenchConfig) -> None:
+#: Printed under the table: what the floor column is.
+FLOOR_NOTE = ("floor: the protocol's Put and Get, and keeping what is taken until the client has it, "
+              "in one-key scripts doing nothing more (pressure/bench/floor_*.lua): the least a queue "
+              "run by Lua scripts costs here")
+
+
+def _floor(floor: Cost | None, base: Cost, value: float | None, digits: int) -> str:
+    """The floor's cost and its ratio to the baseline's, or '-'."""
+    if floor is None:
+        return "-"
+    return f"{fmt(value, digits)} ({fmt(ratio(floor.cost, base.cost), 2, 'x')})"
+
+
+def print_server_cost_report(results: list[Result], config: BenchConfig) -> None:
     rounds = f"; lowest of {config.repeat} rounds" if config.repeat > 1 else ""
     if config.server_cost_instructions:
         rows: list[tuple[str, ...]] = [
-            ("path", "pressure instr/msg", "raw instr/msg", "instr ratio", "cmds/msg (raw)", "EVALSHA/msg")]
-        for path, ours, base in results:
+            ("path", "pressure instr/msg", "raw instr/msg", "instr ratio", "floor instr/msg (ratio)", "cmds/msg (raw)",
+             "EVALSHA/msg")]
+        for path, ours, base, floor in results:
             rows.append((path.label, fmt(ours.instructions, 0), fmt(base.instructions, 0),
                          fmt(ratio(ours.cost, base.cost), 2, "x"),
+                         _floor(floor, base, floor.instructions if floor else None, 0),
                          f"{ours.commands:.2f} ({base.commands:.2f})", fmt(ours.evalsha, 2)))
         print_lines(render_table(rows), f"Redis server instructions per message ({config.server_cost_count:,} "
                                         f"messages per path, 100-byte payloads; a private server under "
                                         f"callgrind, commandstats{rounds}; the goals are judged on CPU "
                                         f"time, without this flag)")
+        print(FLOOR_NOTE)
         return
-    rows = [("path", "pressure µs/msg", "raw µs/msg", "CPU ratio", "goal", "cmds/msg (raw)", "EVALSHA/msg")]
-    for path, ours, base in results:
+    rows = [("path", "pressure µs/msg", "raw µs/msg", "CPU ratio", "goal", "floor µs/msg (ratio)", "cmds/msg (raw)",
+             "EVALSHA/msg")]
+    for path, ours, base, floor in results:
         x = ratio(ours.cpu_us, base.cpu_us)
-        rows.append((path.label, fmt(ours.cpu_us, 1), fmt(base.cpu_us, 1), fmt(x, 2, "x"),
+        digits = 1 if base.cpu_us >= 10 else 2
+        rows.append((path.label, fmt(ours.cpu_us, digits), fmt(base.cpu_us, digits), fmt(x, 2, "x"),
                      f"≤ {path.goal}x {'PASS' if x is not None and x <= path.goal else 'MISS'}",
+                     _floor(floor, base, floor.cpu_us if floor else None, digits),
                      f"{ours.commands:.2f} ({base.commands:.2f})", fmt(ours.evalsha, 2)))
     print_lines(render_table(rows), f"Redis server CPU per message ({config.server_cost_count:,} messages "
                                     f"per path, 100-byte payloads; INFO cpu main thread, commandstats{rounds})")
+    print(FLOOR_NOTE)

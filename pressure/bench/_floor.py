@@ -1,0 +1,100 @@
+"""The floor lines of ``--server-cost``: what a queue kept in Redis by Lua scripts cannot cost
+less than, measured beside pressure's paths.
+
+``floor_put.lua`` and ``floor_get.lua`` do what the protocol's non-blocking Put and Get
+require, and what delivering without losing an item takes (what is taken stays in Redis until
+the client has it, then the client drops it, as pressure's default mode does), in one script
+of one key each, and nothing more (their headers list what they leave out). They run here as
+pressure's own paths run: a producer and a consumer thread, one script call per put, per get
+and per batch, the drop sent ahead of the next get in the same write. Their cost against raw
+redis-py is the lowest ratio any client keeping the protocol's keys and counters, and its
+items safe, reaches with Lua scripts on this server; pressure's distance from it is what its
+own guarantees (consumer records, waiter leases, delayed items, ttl...) and code cost.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+import pressure
+
+from .._packing import pack_command
+
+__all__ = ["floor_batch", "floor_single"]
+
+
+def _source(name: str) -> str:
+    return (importlib.resources.files("pressure.bench") / name).read_text("utf-8")
+
+
+def _run(url: str, n: int, size: int | None) -> None:
+    """Move ``n`` messages through a fresh queue with the floor scripts: single items
+    (``size`` None) or batches of ``size``."""
+    # the same payloads and threads as pressure's paths (imported here: server_cost imports us)
+    from .server_cost import PAYLOAD, _pair
+
+    q: pressure.Queue[bytes] = pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes")
+    base = q.keys.base
+    client = redis.Redis.from_url(url)
+    put, get = client.script_load(_source("floor_put.lua")), client.script_load(_source("floor_get.lua"))
+    producer_id, consumer_id = f"floor-{uuid.uuid4().hex[:8]}", f"floor-{uuid.uuid4().hex[:8]}#1"
+    total = n if size is None else n // size * size
+    try:
+        def produce() -> None:
+            p = redis.Redis.from_url(url)
+            chunk = [PAYLOAD] * (size or 1)
+            try:
+                for _ in range(total // len(chunk)):
+                    status = p.evalsha(put, 1, base, producer_id, *chunk)
+                    if status < 0:  # (an unbounded queue with one producer: never)
+                        raise RuntimeError(f"floor_put.lua returned {status}")
+            finally:
+                p.close()
+
+        def consume() -> None:
+            c = redis.Redis.from_url(url)
+            conn: Any = c.connection_pool.get_connection()  # (redis-py's Connection is untyped)
+            drop = pack_command("DEL", f"{base}:pressure:inflight:{consumer_id}", f"{base}:pressure:held:{consumer_id}")
+            ask = pack_command("EVALSHA", get, 1, base, consumer_id, "" if size is None else size)
+            got, dropping = 0, False
+            try:
+                while got < total:
+                    conn.send_packed_command([drop + ask if dropping else ask])
+                    if dropping:
+                        conn.read_response()
+                    reply = conn.read_response()
+                    if isinstance(reply, (bytes, list)):
+                        got += 1 if isinstance(reply, bytes) else len(reply)
+                        dropping = True  # rides with the next get, as pressure's posted DEL
+                    else:  # empty: wait for an item without taking it
+                        dropping = False
+                        conn.send_command("BLMOVE", base, base, "RIGHT", "RIGHT", 1)
+                        conn.read_response()
+                if dropping:
+                    conn.send_packed_command([drop])
+                    conn.read_response()
+            finally:
+                c.connection_pool.release(conn)
+                c.close()
+
+        _pair(produce, consume)
+    finally:
+        client.close()
+        q.delete()
+
+
+def floor_single(url: str, n: int) -> None:
+    """Single puts and gets through the floor scripts."""
+    _run(url, n, None)
+
+
+def floor_batch(size: int) -> Callable[[str, int], None]:
+    """put_many / get_many of ``size`` through the floor scripts."""
+    def run(url: str, n: int) -> None:
+        _run(url, n, size)
+    return run
