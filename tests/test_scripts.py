@@ -170,6 +170,16 @@ def test_script_matches_its_header(name: str, check: Callable[[Script], None]) -
     check(_parse(name))
 
 
+#: The bench's floor scripts (pressure/bench/_floor.py): held to the same header rules.
+BENCH = LUA.parent / "bench"
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("_check_"))
+@pytest.mark.parametrize("name", sorted(p.name for p in BENCH.glob("*.lua")))
+def test_bench_script_matches_its_header(name: str, check: Callable[[Script], None]) -> None:
+    check(_parse(name, BENCH))
+
+
 def test_library_names_are_seen() -> None:
     assert {"counter", "fail", "keep_permit", "items_len", "items_pop", "ITEM_ARGS", "LIFO"} <= LIBRARY_NAMES
 
