@@ -127,3 +127,23 @@ def test_a_cluster_forms_though_a_meeting_is_lost(monkeypatch: pytest.MonkeyPatc
             assert int(client.cluster("info")["cluster_known_nodes"]) == 3
         finally:
             client.close()
+
+
+def test_no_cluster_node_is_given_another_nodes_port_or_bus_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ClusterTopology picks every node's port before any node listens: a port free for one
+    node (and its bus port, 10000 higher) could be picked again for another, or be another's
+    bus port, and the second node to start failed with "Address already in use" (a CI run:
+    node bus port 20238 taken by another node's port). Each pick now avoids the earlier ones."""
+    import pressure.testing._cluster as cluster_module
+    from pressure.testing import ClusterTopology
+
+    picks = iter([10238, 20238, 10238, 10500, 20500, 11000, 12000, 13000])
+    monkeypatch.setattr(cluster_module, "_cluster_port", lambda: next(picks))
+    topo = ClusterTopology(masters=2, replicas=1)  # made, never started: nothing listens
+    try:
+        ports = [s.port for s in topo.servers]
+        assert ports == [10238, 10500, 11000, 12000]
+        assert len({*ports, *(p + 10000 for p in ports)}) == 2 * len(ports)
+    finally:
+        for server in topo.servers:
+            server.cleanup()  # their directories

@@ -40,9 +40,16 @@ def _cluster_port() -> int:
     return free_ports(10000)
 
 
-def _node(binary: str | None, args: tuple[str, ...]) -> RedisServer:
+def _node(binary: str | None, args: tuple[str, ...], taken: set[int]) -> RedisServer:
+    """A node on a port that is not one of ``taken`` (the ports and bus ports of the nodes made
+    before it, none of them listening yet: a node's port was once another's bus port, and the
+    later of the two to start failed with "Address already in use"), added to it."""
     server = RedisServer(binary=binary, extra_args=args)
-    server.port = _cluster_port()
+    port = _cluster_port()
+    while {port, port + 10000} & taken:
+        port = _cluster_port()
+    taken.update((port, port + 10000))
+    server.port = port
     return server
 
 
@@ -58,8 +65,9 @@ class ClusterTopology:
         args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(node_timeout_ms), "--repl-diskless-sync-delay", "0",
                 "--cluster-replica-validity-factor", "0")
-        self.masters_at_start = [_node(binary, args) for _ in range(masters)]
-        self.replicas_at_start = [[_node(binary, args) for _ in range(replicas)]
+        taken: set[int] = set()
+        self.masters_at_start = [_node(binary, args, taken) for _ in range(masters)]
+        self.replicas_at_start = [[_node(binary, args, taken) for _ in range(replicas)]
                                   for _ in range(masters)]
         self.servers = [*self.masters_at_start, *(r for group in self.replicas_at_start for r in group)]
 
