@@ -24,6 +24,7 @@ import redis
 import pressure
 
 from .._packing import pack_command
+from ._harness import in_two_threads
 
 __all__ = ["floor_batch", "floor_single"]
 
@@ -32,12 +33,9 @@ def _source(name: str) -> str:
     return (importlib.resources.files("pressure.bench") / name).read_text("utf-8")
 
 
-def _run(url: str, n: int, size: int | None) -> None:
+def _run(url: str, n: int, size: int | None, payload: bytes) -> None:
     """Move ``n`` messages through a fresh queue with the floor scripts: single items
     (``size`` None) or batches of ``size``."""
-    # the same payloads and threads as pressure's paths (imported here: server_cost imports us)
-    from .server_cost import PAYLOAD, _pair
-
     q: pressure.Queue[bytes] = pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes")
     base = q.keys.base
     client = redis.Redis.from_url(url)
@@ -47,7 +45,7 @@ def _run(url: str, n: int, size: int | None) -> None:
     try:
         def produce() -> None:
             p = redis.Redis.from_url(url)
-            chunk = [PAYLOAD] * (size or 1)
+            chunk = [payload] * (size or 1)
             try:
                 for _ in range(total // len(chunk)):
                     status = p.evalsha(put, 1, base, producer_id, *chunk)
@@ -82,19 +80,21 @@ def _run(url: str, n: int, size: int | None) -> None:
                 c.connection_pool.release(conn)
                 c.close()
 
-        _pair(produce, consume)
+        in_two_threads(produce, consume)  # as pressure's paths run
     finally:
         client.close()
         q.delete()
 
 
-def floor_single(url: str, n: int) -> None:
-    """Single puts and gets through the floor scripts."""
-    _run(url, n, None)
-
-
-def floor_batch(size: int) -> Callable[[str, int], None]:
-    """put_many / get_many of ``size`` through the floor scripts."""
+def floor_single(payload: bytes) -> Callable[[str, int], None]:
+    """Single puts and gets of ``payload`` through the floor scripts."""
     def run(url: str, n: int) -> None:
-        _run(url, n, size)
+        _run(url, n, None, payload)
+    return run
+
+
+def floor_batch(size: int, payload: bytes) -> Callable[[str, int], None]:
+    """put_many / get_many of ``size`` items of ``payload`` through the floor scripts."""
+    def run(url: str, n: int) -> None:
+        _run(url, n, size, payload)
     return run

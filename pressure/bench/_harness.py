@@ -22,6 +22,7 @@ import os
 import platform
 import struct
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -540,3 +541,23 @@ def print_lines(lines: list[str], title: str | None = None) -> None:
         print(title)
     for line in lines:
         print(line)
+
+
+def in_two_threads(produce: Callable[[], None], consume: Callable[[], None]) -> None:
+    """Run ``produce`` and ``consume`` in two threads at once; the first error of either is
+    raised here once both have ended."""
+    errors: list[BaseException] = []
+
+    def guard(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # reported in the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guard, args=(fn,)) for fn in (produce, consume)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

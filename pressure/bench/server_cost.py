@@ -31,7 +31,6 @@ each request, alike for both, is not in it, so it is far higher than the CPU rat
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ import pressure
 
 from ._callgrind import CallgrindRedis
 from ._floor import floor_batch, floor_single
-from ._harness import BenchConfig, fmt, print_lines, ratio, render_table
+from ._harness import BenchConfig, fmt, in_two_threads, print_lines, ratio, render_table
 
 PAYLOAD = b"x" * 100
 #: Deliveries held at once by the "holding" path (each acknowledged among the others).
@@ -110,24 +109,6 @@ def measure(url: str, n: int, run: Callable[[str, int], None], counter: Callgrin
     return Cost((cpu1 - cpu0) * 1e6 / n, sum(diff.values()) / n, diff.get("evalsha", 0) / n, instructions)
 
 
-def _pair(produce: Callable[[], None], consume: Callable[[], None]) -> None:
-    errors: list[BaseException] = []
-
-    def guard(fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except BaseException as exc:  # reported in the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guard, args=(fn,)) for fn in (produce, consume)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-
-
 def _queue(url: str, **kw: Any) -> pressure.Queue[bytes]:
     return pressure.Queue(f"cost-{uuid.uuid4().hex}", url=url, serializer="bytes", **kw)
 
@@ -148,7 +129,7 @@ def _one_by_one(ack: bool, delay: float | None = None, **kw: Any) -> Callable[[s
                     if ack:
                         q.task_done()
 
-            _pair(produce, consume)
+            in_two_threads(produce, consume)
         finally:
             q.delete()
     return run
@@ -217,7 +198,7 @@ def batch(size: int) -> Callable[[str, int], None]:
                 while got < n // size * size:
                     got += len(q.get_many(size))
 
-            _pair(produce, consume)
+            in_two_threads(produce, consume)
         finally:
             q.delete()
     return run
@@ -258,7 +239,7 @@ def _raw(url: str, body: Callable[[redis.Redis, redis.Redis, str], tuple[Callabl
     key = f"cost-raw-{uuid.uuid4().hex}"
     p, c = redis.Redis.from_url(url), redis.Redis.from_url(url)
     try:
-        _pair(*body(p, c, key))
+        in_two_threads(*body(p, c, key))
     finally:
         p.delete(key, key + ":processing")
         p.close()
@@ -319,12 +300,12 @@ def raw_batch(size: int) -> Callable[[str, int], None]:
 
 
 PATHS = [
-    Path("single put+get, unbounded", 1.5, single(0), raw_single, floor_single),
+    Path("single put+get, unbounded", 1.5, single(0), raw_single, floor_single(PAYLOAD)),
     Path("single put+get, maxsize=100", 1.5, single(100), raw_single),
     Path("reliable get + task_done", 2.0, reliable, raw_reliable),
     Path(f"reliable task_done holding {HELD:,}", 2.0, holding(HELD), raw_holding(HELD)),
-    Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100), floor_batch(100)),
-    Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500), floor_batch(500)),
+    Path("put_many/get_many 100", 2.0, batch(100), raw_batch(100), floor_batch(100, PAYLOAD)),
+    Path("put_many/get_many 500", 2.0, batch(500), raw_batch(500), floor_batch(500, PAYLOAD)),
     Path("put_many/get_many 100, in step", 2.0, batch_in_step(100), raw_batch_in_step(100)),
     Path("put_many/get_many 500, in step", 2.0, batch_in_step(500), raw_batch_in_step(500)),
     Path("delayed put+due+get (raw = plain put+get)", 2.0, delayed, single(0)),
