@@ -200,7 +200,7 @@ class _ConsumerState(Generic[T]):
             received = self.last_received.get(cid, [])
         client_id = cid.rpartition("#")[0]
         return GET.call(self.backend, self.get_keys, (cid, "cancel", "0", self.record(), self.options.lease_ms,
-                                             client_id, *received), variant=self.variant)
+                                                      client_id, *received), variant=self.variant)
 
     def cancel_after_error(self, cid: str, now: bool = True) -> None:
         """Give the consumer role back after a failed wait; if Redis is unreachable, on the next call.
