@@ -6,7 +6,8 @@ require, and what delivering without losing an item takes (what is taken stays i
 the client has it, then the client drops it, as pressure's default mode does), in one script
 of one key each, and nothing more (their headers list what they leave out). They run here as
 pressure's own paths run: a producer and a consumer thread, one script call per put, per get
-and per batch, the drop sent ahead of the next get in the same write. Their cost against raw
+and per batch, the drop sent ahead of the next get and a waiting BLMOVE behind it in the same
+write (as many reads of the server per message as pressure's paths and raw redis-py make). Their cost against raw
 redis-py is the lowest ratio any client keeping the protocol's keys and counters, and its
 items safe, reaches with Lua scripts on this server; pressure's distance from it is what its
 own guarantees (consumer records, waiter leases, delayed items, ttl...) and code cost.
@@ -59,20 +60,21 @@ def _run(url: str, n: int, size: int | None, payload: bytes) -> None:
             conn: Any = c.connection_pool.get_connection()  # (redis-py's Connection is untyped)
             drop = pack_command("DEL", f"{base}:pressure:inflight:{consumer_id}", f"{base}:pressure:held:{consumer_id}")
             ask = pack_command("EVALSHA", get, 1, base, consumer_id, "" if size is None else size)
+            # behind each get, in the same write, a BLMOVE that waits while the queue is empty
+            # and takes nothing (the list's last item back to its place): the next get finds an
+            # item, as pressure's blocking get, whose script, BLMOVE and script go out together
+            wait = pack_command("BLMOVE", base, base, "RIGHT", "RIGHT", 1)
             got, dropping = 0, False
             try:
                 while got < total:
-                    conn.send_packed_command([drop + ask if dropping else ask])
+                    conn.send_packed_command([(drop if dropping else b"") + ask + wait])
                     if dropping:
                         conn.read_response()
                     reply = conn.read_response()
-                    if isinstance(reply, (bytes, list)):
-                        got += 1 if isinstance(reply, bytes) else len(reply)
-                        dropping = True  # rides with the next get, as pressure's posted DEL
-                    else:  # empty: wait for an item without taking it
-                        dropping = False
-                        conn.send_command("BLMOVE", base, base, "RIGHT", "RIGHT", 1)
-                        conn.read_response()
+                    conn.read_response()
+                    dropping = isinstance(reply, (bytes, list))
+                    if dropping:
+                        got += 1 if isinstance(reply, bytes) else len(reply)  # dropped with the next get
                 if dropping:
                     conn.send_packed_command([drop])
                     conn.read_response()
