@@ -146,10 +146,16 @@ class _Roles:
     def recover_holders(self, cid: str) -> str:
         """On a closed, empty queue whose items other consumers hold (get.lua -8): take back
         what consumers on this host whose process is gone hold, and say what is left:
-        'recovered' (look again now), 'wait' (items may still come back: unacknowledged, in
-        an inbox, or held by a consumer elsewhere, alive or not; or delayed items wait), or 'drained' (the holders
-        are default-mode consumers alive on this host: what they hold, a get returned or is
-        returning, its drop on the way)."""
+        'recovered' (look again now: also when an item came back, or the consumers changed,
+        since get.lua looked), 'wait' (items may still come back: unacknowledged, in an
+        inbox, or held by a consumer elsewhere, alive or not; or delayed items wait), or
+        'drained' (the holders are default-mode consumers alive on this host: what they hold,
+        a get returned or is returning, its drop on the way).
+
+        What it judges 'drained' is read in one MULTI, the queue's own items with the
+        holders' lists: read apart, an item given back between the two reads (a release,
+        a requeue) would be seen in neither place, and the get would end in ShutDown with
+        the item queued."""
         backend, k = self.backend, self.keys
         records = backend.call("HGETALL", backend.client().hgetall, k.consumers)
         others = [(c.decode(errors="replace"), r.decode(errors="replace")) for c, r in records.items()]
@@ -157,14 +163,19 @@ class _Roles:
         if any([self.recover_if_dead(consumer, record) for consumer, record in others]):
             return "recovered"
         self.sweep_if_due()  # what expired elsewhere (a get looks again after a wait)
-        pipe = backend.client().pipeline(transaction=False)
+        pipe = backend.client().pipeline(transaction=True)
+        pipe.hkeys(k.consumers)
+        pipe.exists(k.base)  # an item back in the queue (a list's or a sorted set's)
+        pipe.exists(k.delayed, k.utube)
         for consumer, _ in others:
             for key in (k.inbox(consumer), k.inflight(consumer)):
                 pipe.llen(key)
                 pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
             pipe.exists(k.held(consumer))
-        replies = backend.call("look at the holders", pipe.execute)
-        if backend.call("EXISTS", backend.client().exists, k.delayed, k.utube):
+        consumers, queued, waiting, *replies = backend.call("look at the holders", pipe.execute)
+        if queued or set(consumers) != set(records):
+            return "recovered"  # given back, or another consumer came or went: look again
+        if waiting:
             return "wait"  # delayed items (they enter when due), or items behind a utube key
         here = identity.hostname()
         for i, (_, record) in enumerate(others):
