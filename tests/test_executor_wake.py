@@ -273,6 +273,17 @@ def test_a_failed_create_leaves_no_result_queue(url: str, prefix: str, r: redis.
     assert r.keys(f"{prefix}:other:results*") == []
 
 
+def test_a_failed_create_leaves_nothing_its_setup_wrote(url: str, prefix: str, r: redis.Redis) -> None:
+    """The initializer and the signing key's id, written in the constructor's round trip
+    for workers elsewhere, go again with the result queue when the task queue cannot be
+    created: the only key left under the name is the one that was there."""
+    r.hset(f"{prefix}:other:tasks:bound", "not", "a bound")
+    with pytest.raises(pressure.PressureError):
+        pressure.Executor("other", url=url, prefix=prefix, max_workers=1, local_workers=False,
+                          initializer=print, initargs=("ready",), authkey=b"k" * 32)
+    assert r.keys(f"{prefix}:other*") == [f"{prefix}:other:tasks:bound".encode()]
+
+
 def test_a_worker_takes_its_first_task_on_one_connection(url: str, prefix: str, r: redis.Redis) -> None:
     """A worker checks (or creates) the task queue on its own thread's connection, the one its
     gets go on: none of its backend's pool is opened before its first task (it opened one for

@@ -187,28 +187,32 @@ class _Core:
         self._outcomes = Outcomes(self._backend, self._keys, self._futures, self._name, self._prefix)
         # a failure of an earlier run is not ours
         setup = [pack_command("DEL", self._keys.broken)]
+        written: list[str] = []  # the keys setup writes (they go again if the create fails)
         if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
             setup.append(pack_command("SET", self._keys.signed, key_id(authkey[0]).hex()))
+            written.append(self._keys.signed)
         if initializer is not None:
             try:
                 blob = pickle.dumps((initializer, initargs))
                 if authkey:  # workers elsewhere load it: signed as the tasks are
                     blob = Signer(authkey, self._keys.config).sign(blob)
                 setup.append(pack_command("SET", self._keys.config, blob))
+                written.append(self._keys.config)
             except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
                 pass  # local workers get it directly; workers elsewhere cannot
         # max_pending: the task queue's bound (<= 0: none), made with it, or set if it had another
         bound = None if max_pending is None else max(max_pending, 0)
-        if self._setup(setup, bound) != bound and bound is not None:
+        if self._setup(setup, written, bound) != bound and bound is not None:
             self._tasks.maxsize = bound
         _cores.add(self)
 
-    def _setup(self, setup: list[bytes], bound: int | None) -> int:
+    def _setup(self, setup: list[bytes], written: list[str], bound: int | None) -> int:
         """Create both queues (the task queue with ``bound``, if it is made) and run the
         ``setup`` commands (plain, harmless to repeat), in one round trip on a connection of
         the backend's pool (the first task goes on it too: see _Sender.send_now); the task
         queue's bound. If the task queue cannot be created (of another kind, say), the result
-        queue made with it goes again."""
+        queue made with it goes again, and so do the keys ``written`` by ``setup``: no
+        executor of this name can run on that task queue, so nothing of this one is left."""
         tasks, results = internal(self._tasks), internal(self._results)
         # and the scripts of the result thread's get and, if this process may start workers,
         # of theirs: loaded here (see Prepared), not by each of them on its way to a first reply
@@ -221,6 +225,10 @@ class _Core:
         except BaseException:
             with contextlib.suppress(PressureError):
                 self._results.delete()
+            if written:
+                client = self._backend.client()
+                with contextlib.suppress(PressureError):
+                    self._backend.call("DEL", client.delete, *written, mutating=True)
             raise
         for reply in replies:
             if isinstance(reply, redis.RedisError):
