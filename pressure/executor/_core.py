@@ -28,14 +28,13 @@ import redis.cluster
 from .. import _log
 from .._internal import attach, internal
 from .._scripts import CANCEL, GET, STARTED, CancelStatus
-from ..connection import Backend, ConnectionConfig, pack_command
+from ..connection import Backend, ConnectionConfig
 from ..errors import BackendError, BrokenExecutor, Empty, PressureError, ShutDown
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import Complaint
 from ..queue import Queue
-from ..signing import Signer, key_id
 from ._handles import WORKER_SCRIPTS, Prepared
-from ._initializer import no_initializer
+from ._initializer import no_initializer, setup_commands
 from ._outcomes import WAKE_MESSAGE, Ahead, Outcomes
 from ._sender import _CLAIM_BATCH, _Outgoing, _Sender
 from .worker import ALIVE_FOR, Task, WorkerPool
@@ -185,21 +184,7 @@ class _Core:
         self._sender = _Sender(self._name, self._tasks, self._keys, self._futures,
                                outage_limit, lambda: self._cleaned, self._break)
         self._outcomes = Outcomes(self._backend, self._keys, self._futures, self._name, self._prefix)
-        # a failure of an earlier run is not ours
-        setup = [pack_command("DEL", self._keys.broken)]
-        written: list[str] = []  # the keys setup writes (they go again if the create fails)
-        if authkey:  # workers that join from elsewhere check they hold the key (its id, not a secret)
-            setup.append(pack_command("SET", self._keys.signed, key_id(authkey[0]).hex()))
-            written.append(self._keys.signed)
-        if initializer is not None:
-            try:
-                blob = pickle.dumps((initializer, initargs))
-                if authkey:  # workers elsewhere load it: signed as the tasks are
-                    blob = Signer(authkey, self._keys.config).sign(blob)
-                setup.append(pack_command("SET", self._keys.config, blob))
-                written.append(self._keys.config)
-            except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
-                pass  # local workers get it directly; workers elsewhere cannot
+        setup, written = setup_commands(self._keys, authkey, initializer, initargs)
         # max_pending: the task queue's bound (<= 0: none), made with it, or set if it had another
         bound = None if max_pending is None else max(max_pending, 0)
         if self._setup(setup, written, bound) != bound and bound is not None:

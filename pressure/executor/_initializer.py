@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 
 from .. import _log
-from ..connection import Backend
+from ..connection import Backend, pack_command
 from ..keys import ExecutorKeys
 from ..outage import Complaint, pause
 from ..signing import Signer, key_id
@@ -20,7 +20,7 @@ from ..signing import Signer, key_id
 if TYPE_CHECKING:
     from .worker import WorkerConfig
 
-__all__ = ["initialize", "no_initializer"]
+__all__ = ["initialize", "no_initializer", "setup_commands"]
 
 logger = _log.WORKER
 
@@ -32,6 +32,30 @@ def no_initializer() -> None:
     """The initializer of local workers whose executor has none: known to be none, so they
     start without reading the executor's configuration from Redis (a connection and a
     round trip before their first task)."""
+
+
+def setup_commands(keys: ExecutorKeys, authkey: tuple[bytes, ...], initializer: Callable[..., Any] | None,
+                   initargs: tuple[Any, ...]) -> tuple[list[bytes], list[str]]:
+    """What an executor's constructor sends with its creates (packed commands, harmless
+    to repeat) for the workers ``initialize`` starts: a failure of an earlier run is not
+    theirs; the id of the key tasks are signed with (not a secret); the initializer, for
+    workers that join from elsewhere (signed with an authkey), if it pickles. And the keys
+    those commands write, to delete again if the executor cannot be made."""
+    setup = [pack_command("DEL", keys.broken)]
+    written: list[str] = []
+    if authkey:  # workers that join from elsewhere check they hold the key
+        setup.append(pack_command("SET", keys.signed, key_id(authkey[0]).hex()))
+        written.append(keys.signed)
+    if initializer is not None:
+        try:
+            blob = pickle.dumps((initializer, initargs))
+            if authkey:  # workers elsewhere load it: signed as the tasks are
+                blob = Signer(authkey, keys.config).sign(blob)
+        except Exception:  # noqa: BLE001 - whatever pickling raises (an mp Queue: RuntimeError)
+            return setup, written  # local workers get it directly; workers elsewhere cannot
+        setup.append(pack_command("SET", keys.config, blob))
+        written.append(keys.config)
+    return setup, written
 
 
 def initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
