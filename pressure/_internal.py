@@ -118,16 +118,21 @@ class Internal(Generic[T]):
         trip: (their replies, an error reply as the exception; the deliveries)."""
         return self._queue._consumer.many_after(before, n)
 
-    def receive_ids(self, n: int) -> tuple[str, list[bytes]]:
+    def receive_ids(self, n: int) -> tuple[str, list[bytes], int]:
         """``receive_many(n, track=False)`` for a reader whose own script settles what it takes
-        (QueueLog's log_append), on a reliable handle: (the consumer id, the delivery numbers).
-        With serializer 'bytes' on a FIFO queue and no authkey no Delivery is made; otherwise
-        it is receive_many (an item whose signature is bad is dead-lettered and left out)."""
+        (QueueLog's log_append), on a reliable handle: (the consumer id, the delivery numbers,
+        how many items it took from the queue). With serializer 'bytes' on a FIFO queue and no
+        authkey no Delivery is made; otherwise an item whose signature is bad (or that does
+        not load) is dead-lettered and left out of the numbers, and counted in the items
+        taken: none taken means none were queued."""
         consumer = self._queue._consumer
         if consumer.plain:
-            return consumer.many_ids(n)
-        got = self.receive_many(n, track=False)
-        return (got[0].consumer if got else consumer.id()), [d.id.encode() for d in got]
+            cid, ids = consumer.many_ids(n)
+            return cid, ids, len(ids)
+        cid, _, entries = consumer.queued_after((), "many", n)
+        got = consumer.deliveries(cid, entries) if entries else []
+        consumer.unacked.clear()  # settled by the reader's script, not by task_done()
+        return cid, [d.id.encode() for d in got], len(entries)
 
     @property
     def signed(self) -> bool:

@@ -262,6 +262,27 @@ def test_the_spark_log_takes_only_signed_items_and_its_reader_verifies_them(
     q.delete()
 
 
+def test_a_signed_log_take_goes_on_past_a_round_trip_of_forged_items(
+        url: str, prefix: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A take whose round trip got only forged items (dead-lettered) goes on to the signed
+    ones queued behind them: it stopped there, taking none while they were queued."""
+    from pressure.spark.log import QueueLog
+
+    monkeypatch.setenv("PRESSURE_AUTHKEY", KEY.decode())
+    q: pressure.Queue[Any] = pressure.Queue("forged-first", url=url, prefix=prefix, serializer="json")
+    r.lpush(q.keys.base, b'"forged 1"', b'"forged 2"')  # ahead of what is put next
+    q.put({"n": 1})
+    q.put({"n": 2})
+    log = QueueLog("forged-first", "g", url=url, prefix=prefix)
+    assert log.take(2) == 2
+    # the log keeps each item as stored (signed), the signature ahead of its JSON
+    assert [(e.number, e.payload[-7:]) for e in log.read(0, 2)] == [(1, b'{"n":1}'), (2, b'{"n":2}')]
+    assert sorted(d.payload for d in q.dead_letters()) == [b'"forged 1"', b'"forged 2"']
+    assert q.qsize() == 0
+    assert log.take(2) == 2  # nothing queued: the tail, as before
+    q.delete()
+
+
 def test_unsigned_pickle_from_a_remote_redis_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
     from pressure.connection import ConnectionConfig
     from pressure.signing import warn_unsigned_pickle

@@ -248,13 +248,14 @@ class QueueLog:
     def _append(self, n: int) -> tuple[int, int] | None:
         """Up to ``n`` items into the log in two steps: a reliable get (``receive_ids``: a
         signed item is verified, one whose signature is bad dead-lettered), then
-        log_append.lua. (the tail, how many), or None if none were queued."""
+        log_append.lua. (the tail, how many were logged: 0 if all it took were
+        dead-lettered), or None if none were queued."""
         link = internal(self._queue)
         k = self._queue.keys
         # acknowledged by log_append, not by task_done: left out of its line
-        cid, got = link.receive_ids(n)
+        cid, got, taken = link.receive_ids(n)
         if not got:
-            return None
+            return None if taken == 0 else (self.tail(), 0)  # forged ones only: take goes on
         tail = int(link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(cid), self._log, self._tail_key,
                                                             k.producer, k.logs, k.meta),
                             LOG_APPEND.check((self._group, *got))))
