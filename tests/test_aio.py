@@ -594,3 +594,35 @@ def test_reliable_async_consumer_killed_its_deliveries_come_back_at_once(url: st
     assert sync.in_flight() == []
     sync.disconnect()
     _check(r, url, prefix)
+
+
+@pytest.mark.parametrize("how", ["get", "get_nowait"])
+def test_an_item_given_back_while_an_async_get_looks_at_the_holders_is_got(
+        url: str, prefix: str, r: redis.Redis, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As tests/test_consumer_death.py's sync test: the queue is closed and its one item is
+    held by another consumer (get.lua -8), and given back before the get has looked at the
+    holders: the async get gets it (its 'recovered' look again), never ShutDown."""
+    holder = _sync(url, prefix, "back", reliable=True)
+    holder.put("x")
+    d = holder.receive()
+    holder.close()
+
+    async def main() -> None:
+        async with AsyncQueue[Any]("back", url=url, prefix=prefix, reliable=True) as q:
+            look = q._roles.recover_holders
+
+            def given_back_first(cid: str) -> str:
+                d.release()  # as when it lands between get.lua's -8 and this look
+                return look(cid)
+
+            monkeypatch.setattr(q._roles, "recover_holders", given_back_first)
+            assert await (q.get(timeout=5) if how == "get" else q.get_nowait()) == "x"
+            await q.task_done()
+            with pytest.raises(ShutDown):
+                await q.get_nowait()
+
+    try:
+        asyncio.run(main())
+        _check(r, url, prefix, "back")
+    finally:
+        holder.disconnect()
