@@ -131,6 +131,40 @@ def test_reliable_mode_and_batches_with_a_cluster_client(cluster: ClusterTopolog
     client.close()
 
 
+@pytest.mark.parametrize("via", ["url", "client"])
+def test_a_closed_queue_held_by_another_consumer_is_looked_at_in_its_slot(
+        cluster: ClusterTopology, prefix: str, via: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A get on a closed queue whose item another consumer holds looks at the holders and
+    the queue in one MULTI (recover_holders): on a cluster it runs on the slot's master,
+    through a node url or a cluster client; it says 'wait' while the item is held, and
+    finds the item given back in the middle of the look."""
+    client = cluster.cluster_client() if via == "client" else None
+    where: dict[str, Any] = {"connection": client} if client is not None else {"url": cluster.url}
+    for tag in TAGS:
+        holder = pressure.Queue(f"h{tag}", prefix=prefix, reliable=True, **where)
+        other = pressure.Queue(f"h{tag}", prefix=prefix, reliable=True, **where)
+        holder.put("x")
+        d = holder.receive()
+        holder.close()
+        with pytest.raises(pressure.Empty):  # held, unacknowledged: it may come back
+            other.get_nowait()
+        look = other._consumer.roles.recover_holders
+
+        def given_back_first(cid: str, look: Any = look, d: Any = d) -> str:
+            d.release()
+            return look(cid)
+
+        monkeypatch.setattr(other._consumer.roles, "recover_holders", given_back_first)
+        assert other.get(timeout=5) == "x"
+        other.task_done()
+        with pytest.raises(pressure.ShutDown):
+            other.get_nowait()
+        holder.disconnect()
+        other.disconnect()
+    if client is not None:
+        client.close()
+
+
 def test_anonymous_queues_each_find_their_slot(cluster: ClusterTopology, prefix: str) -> None:
     # 24 random slots: all on one of the 3 masters with probability 3^-23 (with 6, 1 run in
     # 243 failed: it happened)
