@@ -228,8 +228,8 @@ def test_an_item_given_back_while_a_get_looks_at_the_holders_is_got_not_shut_dow
             other.get_nowait()
         assert_invariants(r, holder)
     finally:
-        holder.close()
-        other.close()
+        holder.disconnect()
+        other.disconnect()
 
 
 def test_a_closed_queue_is_drained_once_a_live_default_consumer_got_the_last_item(

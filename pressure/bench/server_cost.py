@@ -351,11 +351,12 @@ FLOOR_NOTE = ("floor: the protocol's Put and Get, and keeping what is taken unti
               "run by Lua scripts costs here")
 
 
-def _floor(floor: Cost | None, base: Cost, value: float | None, digits: int) -> str:
-    """The floor's cost and its ratio to the baseline's, or '-'."""
+def _floor(floor: Cost | None, base: Cost, digits: int) -> str:
+    """The floor's cost (instructions where counted, else CPU time) and its ratio to the
+    baseline's, or '-'."""
     if floor is None:
         return "-"
-    return f"{fmt(value, digits)} ({fmt(ratio(floor.cost, base.cost), 2, 'x')})"
+    return f"{fmt(floor.cost, digits)} ({fmt(ratio(floor.cost, base.cost), 2, 'x')})"
 
 
 def print_server_cost_report(results: list[Result], config: BenchConfig) -> None:
@@ -367,7 +368,7 @@ def print_server_cost_report(results: list[Result], config: BenchConfig) -> None
         for path, ours, base, floor in results:
             rows.append((path.label, fmt(ours.instructions, 0), fmt(base.instructions, 0),
                          fmt(ratio(ours.cost, base.cost), 2, "x"),
-                         _floor(floor, base, floor.instructions if floor else None, 0),
+                         _floor(floor, base, 0),
                          f"{ours.commands:.2f} ({base.commands:.2f})", fmt(ours.evalsha, 2)))
         print_lines(render_table(rows), f"Redis server instructions per message ({config.server_cost_count:,} "
                                         f"messages per path, 100-byte payloads; a private server under "
@@ -382,7 +383,7 @@ def print_server_cost_report(results: list[Result], config: BenchConfig) -> None
         digits = 1 if base.cpu_us >= 10 else 2
         rows.append((path.label, fmt(ours.cpu_us, digits), fmt(base.cpu_us, digits), fmt(x, 2, "x"),
                      f"≤ {path.goal}x {'PASS' if x is not None and x <= path.goal else 'MISS'}",
-                     _floor(floor, base, floor.cpu_us if floor else None, digits),
+                     _floor(floor, base, digits),
                      f"{ours.commands:.2f} ({base.commands:.2f})", fmt(ours.evalsha, 2)))
     print_lines(render_table(rows), f"Redis server CPU per message ({config.server_cost_count:,} messages "
                                     f"per path, 100-byte payloads; INFO cpu main thread, commandstats{rounds})")
