@@ -55,8 +55,12 @@ class _ConsumerState(Generic[T]):
         self.get_many_command = queue._get_many_command
         self.get_keys = queue._get_keys
         # its own state
-        #: reliable mode: this handle's deliveries not yet acknowledged, oldest first
+        #: reliable mode: the deliveries of get()/get_many() not yet acknowledged, oldest
+        #: first (task_done() acknowledges the first)
         self.unacked: collections.deque[Delivery[T]] = collections.deque()
+        #: reliable mode: every delivery this handle holds unsettled, receive()'s included, by
+        #: delivery number: a cancel leaves them in flight (``cancel``)
+        self.holding: dict[str, Delivery[T]] = {}
         #: task_done()s posted whose acknowledgement did not run or lost its reply: sent
         #: again by the next call (Reliability._settle_owed); errors posted ones replied
         #: (None: the queue was gone), raised by the next call
@@ -126,7 +130,10 @@ class _ConsumerState(Generic[T]):
             raise
         if deliveries > 1:
             self.redelivered(cid, seq, deliveries)
-        return Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
+        delivery = Delivery(item, seq, deliveries, ms / 1000, cid, self.queue, _payload=payload)
+        if self.options.reliable:
+            self.holding[seq] = delivery  # received: held until settled
+        return delivery
 
     def redelivered(self, cid: str, seq: str, deliveries: int) -> None:
         """The event of an item consumer ``cid`` took that was delivered before."""
@@ -192,9 +199,9 @@ class _ConsumerState(Generic[T]):
     def cancel(self, cid: str) -> Any:
         """Stop waiting; entries in our in-flight list never received go back to our inbox."""
         if self.options.reliable:
-            # what get()s returned and are not settled yet: held, acknowledged by a posted
-            # task_done() not yet run (its reply unread), or owed again
-            held = [*self.unacked, *self.posted, *self.owed]
+            # what gets and receives returned and is not settled yet: held, acknowledged by
+            # a posted task_done() not yet run (its reply unread), or owed again
+            held = [*self.holding.values(), *self.posted, *self.owed]
             received = [d.id for d in held if d.consumer == cid]
         else:
             received = self.last_received.get(cid, [])
@@ -223,9 +230,21 @@ class _ConsumerState(Generic[T]):
 
     # -- reliable mode ----------------------------------------------------------------
 
-    def forget(self, delivery: Delivery[T]) -> None:
-        """``delivery`` is settled: no longer this handle's to acknowledge."""
-        try:
-            self.unacked.remove(delivery)
-        except ValueError:
-            pass
+    def forget(self, delivery: Delivery[T], in_line: bool = True) -> None:
+        """``delivery`` is settled: no longer this handle's to acknowledge. ``in_line``: it may
+        still be in task_done()'s line (False: task_done() took it out already)."""
+        if self.holding.get(delivery.id) is delivery:  # not a later delivery of the same number
+            self.holding.pop(delivery.id, None)
+        if in_line:
+            try:
+                self.unacked.remove(delivery)
+            except ValueError:
+                pass
+
+    def forget_all(self, cid: str) -> None:
+        """Every delivery consumer ``cid`` holds is settled (or settled by the caller's own
+        script): none is this handle's to acknowledge, nor task_done()'s line any more."""
+        self.unacked.clear()
+        for delivery in list(self.holding.values()):
+            if delivery.consumer == cid:
+                self.forget(delivery, in_line=False)

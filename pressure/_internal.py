@@ -132,6 +132,8 @@ class Internal(Generic[T]):
         cid, _, entries = consumer.queued_after((), "many", n)
         got = consumer.deliveries(cid, entries) if entries else []
         consumer.unacked.clear()  # settled by the reader's script, not by task_done()
+        for delivery in got:
+            consumer.forget(delivery, in_line=False)
         return cid, [d.id.encode() for d in got], len(entries)
 
     @property

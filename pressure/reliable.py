@@ -206,7 +206,7 @@ class Reliability(Generic[T]):
 
     # -- settling one delivery --------------------------------------------------------
 
-    def _ack(self, delivery: Delivery[T], task_done: bool, *, held: bool = True) -> bool:
+    def _ack(self, delivery: Delivery[T], task_done: bool, *, in_line: bool = True) -> bool:
         """Acknowledge ``delivery`` (ack.lua). With ``task_done``, count the task exactly once
         across lost replies: after a reply lost on a broken connection, the acknowledgement
         is sent again at once in the form that counts the task only if the delivery is still
@@ -230,8 +230,8 @@ class Reliability(Generic[T]):
                                                              durability=self._options.durability)
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
-        if held:  # else not among the deliveries held (task_done() took it): no need to look
-            self._consumer.forget(delivery)
+        # in_line=False: task_done() took it out of its line already (no need to look there)
+        self._consumer.forget(delivery, in_line=in_line)
         if unfinished == AckStatus.TOO_MANY:
             raise ValueError("task_done() called too many times")
         if unfinished == AckStatus.NO_QUEUE:
@@ -318,7 +318,7 @@ class Reliability(Generic[T]):
             except IndexError:  # another thread of this handle took the last one
                 break
             try:
-                self._ack(delivery, task_done=True, held=False)
+                self._ack(delivery, task_done=True, in_line=False)
             except BackendError:  # still unknown (_unsure): the next call tries again
                 consumer.owed.insert(0, delivery)
                 raise
@@ -332,7 +332,7 @@ class Reliability(Generic[T]):
         """Acknowledge (``ack``) or give back every delivery this handle's consumer ``cid``
         holds, in one step whatever their number: for a reader that takes many items and
         settles them together (pressure.spark). Returns how many were settled."""
-        self._consumer.unacked.clear()
+        self._consumer.forget_all(cid)
         if ack:
             held, _ = self._backend.script(self._ack_command, (self._keys.inflight(cid), "*", "0"),
                                            durability=self._options.durability)
@@ -367,8 +367,9 @@ class Reliability(Generic[T]):
                 try:
                     if self._can_post(delivery):
                         self._post_ack(delivery)  # no round trip: it goes with the next command
+                        self._consumer.forget(delivery, in_line=False)  # held as posted until answered
                     else:
-                        self._ack(delivery, task_done=True, held=False)
+                        self._ack(delivery, task_done=True, in_line=False)
                 except (ValueError, QueueDoesNotExist):
                     raise  # answered: the delivery is settled or gone
                 except BaseException:

@@ -626,3 +626,37 @@ def test_an_item_given_back_while_an_async_get_looks_at_the_holders_is_got(
         _check(r, url, prefix, "back")
     finally:
         holder.disconnect()
+
+
+def test_reliable_timed_out_waits_never_hand_out_a_delivery_the_handle_holds(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """As the sync handle's (tests/test_reliability.py): waits that end empty, and gets that
+    do not wait, while the handle holds deliveries of receive(), get() and get_many(): Empty,
+    each delivery acknowledged once; an item put during a wait is delivered once."""
+    async def main() -> None:
+        async with AsyncQueue[str]("q", url=url, prefix=prefix, reliable=True) as q:
+            await q.put_many(["a", "b", "c", "d"])
+            held = [await q.receive(), await q.receive()]
+            assert await q.get() == "c"
+            assert await q.get_many(2) == ["d"]
+            for attempt in (lambda: q.receive(timeout=0.2), lambda: q.get(timeout=0.2),
+                            lambda: q.get_many(5, timeout=0.2), q.get_nowait,
+                            lambda: q.receive(block=False), lambda: q.get_many(5, block=False)):
+                with pytest.raises(Empty):
+                    await attempt()
+            waiting = asyncio.create_task(q.receive(timeout=30))
+            await asyncio.sleep(0.2)
+            await q.put("e")
+            late = await waiting
+            assert late.item == "e" and late.deliveries == 1
+            with pytest.raises(Empty):
+                await q.receive(timeout=0.2)
+            assert [await d.ack() for d in (*held, late)] == [True, True, True]
+            await q.task_done()
+            await q.task_done()
+            sync = _sync(url, prefix, reliable=True)
+            assert sync.in_flight() == [] and await q.qsize() == 0
+            sync.disconnect()
+
+    asyncio.run(main())
+    _check(r, url, prefix)

@@ -15,7 +15,7 @@ import redis
 import pressure
 from pressure._internal import internal
 
-from .helpers import assert_invariants, register_waiter
+from .helpers import assert_invariants, blocks, register_waiter
 
 
 def _wait_for(predicate: Any, limit: float = 10.0, what: str = "condition") -> None:
@@ -436,3 +436,127 @@ def test_a_consumer_holding_many_deliveries_settles_each_wherever_it_is(make_que
         assert held[i].ack() is True
         assert held[i].ack() is False
     assert not q.in_flight() and q.qsize() == 0
+
+
+# -- a wait that ends empty gives back only what was never received -----------------------
+
+_TIMED_GETS = {
+    "receive": lambda q: q.receive(timeout=0.3).item,
+    "get": lambda q: q.get(timeout=0.3),
+    "get_many": lambda q: q.get_many(5, timeout=0.3),
+}
+_NOWAIT_GETS = {
+    "get_nowait": lambda q: q.get_nowait(),
+    "receive(block=False)": lambda q: q.receive(block=False).item,
+    "get_many(block=False)": lambda q: q.get_many(5, block=False),
+}
+
+
+@pytest.mark.parametrize("timed", sorted(_TIMED_GETS))
+def test_a_timed_out_wait_never_hands_out_a_delivery_the_handle_holds(
+        make_queue: Any, r: redis.Redis, timed: str) -> None:
+    """receive() then a get that waits in vain: Empty, and the delivery stays the holder's.
+    (The wait's clean-up, get.lua 'cancel', was told only of get()'s deliveries: receive()'s
+    went back to the inbox and came out again under the same number, acknowledged once.)"""
+    q = make_queue(reliable=True, visibility_timeout=60)
+    q.put("a")
+    d1 = q.receive()
+    with pytest.raises(pressure.Empty):
+        _TIMED_GETS[timed](q)
+    assert [f.id for f in q.in_flight()] == [d1.id]
+    assert d1.ack() is True
+    assert q.in_flight() == [] and q.qsize() == 0
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("timed", sorted(_TIMED_GETS))
+def test_several_held_deliveries_survive_timed_out_waits(make_queue: Any, r: redis.Redis, timed: str) -> None:
+    """Deliveries of receive(), get() and get_many() held at once, then waits that end empty:
+    each is delivered once and acknowledged once."""
+    q = make_queue(reliable=True, visibility_timeout=60)
+    q.put_many(["a", "b", "c", "d", "e"])
+    held = [q.receive(), q.receive()]
+    assert q.get() == "c"
+    assert q.get_many(2) == ["d", "e"]
+    for _ in range(2):
+        with pytest.raises(pressure.Empty):
+            _TIMED_GETS[timed](q)
+    assert len(q.in_flight()) == 5
+    assert [d.ack() for d in held] == [True, True]
+    for _ in range(3):
+        q.task_done()  # the get()s' deliveries, oldest first
+    assert q.in_flight() == [] and q.qsize() == 0
+    assert q.unfinished_tasks == 2  # Delivery.ack() counts no task
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("nowait", sorted(_NOWAIT_GETS))
+def test_a_get_that_does_not_wait_never_hands_out_a_delivery_the_handle_holds(
+        make_queue: Any, r: redis.Redis, nowait: str) -> None:
+    q = make_queue(reliable=True, visibility_timeout=60)
+    q.put("a")
+    d1 = q.receive()
+    with pytest.raises(pressure.Empty):
+        _NOWAIT_GETS[nowait](q)
+    with pytest.raises(pressure.Empty):
+        q.receive(timeout=0.3)  # and a wait after it
+    assert d1.ack() is True and q.in_flight() == []
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("timed", sorted(_TIMED_GETS))
+def test_an_item_arriving_while_deliveries_are_held_is_delivered_once(
+        make_queue: Any, r: redis.Redis, timed: str) -> None:
+    """A wait of a handle that holds deliveries gets the item put meanwhile, and only it;
+    the next wait ends empty."""
+    q = make_queue(reliable=True, visibility_timeout=60)
+    q.put("a")
+    d1 = q.receive()
+    wait = {"receive": lambda: q.receive(timeout=30).item, "get": lambda: q.get(timeout=30),
+            "get_many": lambda: q.get_many(5, timeout=30)}[timed]
+    got = blocks(wait, lambda: q.put("b"))
+    assert got == (["b"] if timed == "get_many" else "b")
+    with pytest.raises(pressure.Empty):
+        _TIMED_GETS[timed](q)
+    assert len(q.in_flight()) == 2
+    assert d1.ack() is True
+    (left,) = q.in_flight()
+    assert left.id != d1.id and left.deliveries == 1
+    assert_invariants(r, q)
+
+
+def test_a_timed_out_wait_gives_back_only_what_was_never_received(make_queue: Any, r: redis.Redis) -> None:
+    """An entry in the in-flight list the handle never received (its reply lost: here taken
+    by get.lua behind the handle's back) is what the timed-out wait's clean-up gives back and
+    hands out; the deliveries the handle holds stay where they are."""
+    q = make_queue(reliable=True, visibility_timeout=60, serializer="json")
+    q.put_many(["a", "b", "c"])
+    d1, d2 = q.receive(), q.receive()
+    cid = d1.consumer
+    lost = q._backend.script(q._get_command, (cid, "nowait", "0", q._consumer.record(),
+                                              q._options.lease_ms, q.client_id))
+    assert lost.endswith(b'"c"')  # in flight, never received
+    d3 = q.receive(timeout=0.3)  # the queue is empty: the wait ends, and its clean-up finds c
+    assert d3.item == "c" and d3.id not in (d1.id, d2.id)
+    with pytest.raises(pressure.Empty):
+        q.receive(timeout=0.3)
+    assert [d.ack() for d in (d1, d2, d3)] == [True, True, True]
+    assert q.in_flight() == [] and q.qsize() == 0
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("timed", sorted(_TIMED_GETS))
+def test_default_mode_a_timed_out_wait_before_task_done_hands_nothing_back(
+        make_queue: Any, r: redis.Redis, timed: str) -> None:
+    q = make_queue()
+    q.put_many(["a", "b"])
+    assert q.get() == "a"
+    assert q.receive().item == "b"
+    with pytest.raises(pressure.Empty):
+        _TIMED_GETS[timed](q)
+    q.task_done()
+    q.task_done()
+    assert q.qsize() == 0 and q.unfinished_tasks == 0
+    with pytest.raises(pressure.Empty):
+        q.get(timeout=0.3)
+    assert_invariants(r, q)
