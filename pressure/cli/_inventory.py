@@ -92,7 +92,8 @@ def _scan(backend: Backend, pattern: str) -> list[str]:
     return sorted(keys)
 
 
-#: a command for ``_pipelined``: the key that places it, the redis-py method, its arguments
+#: a command for ``_pipelined``: the key that places it, the redis-py method (or "script": see
+#: ``_script_call``), its arguments
 _Call = tuple[str, str, tuple[Any, ...]]
 
 
