@@ -91,8 +91,8 @@ class _Consumer(_ConsumerState[T]):
         """A blocking get with a negative timeout: ValueError as queue.Queue raises it, after
         the ShutDown it checks first (closed and empty), with one read-only round trip, so
         no key changes (no consumer record, no wake-up entry, no sweep)."""
-        _, length, _, closed = self.queue._info()
-        if closed and length == 0:
+        _, ready, _, closed, _ = self.queue._info()
+        if closed and ready == 0:
             raise ShutDown(f"queue {self.name!r} is shut down")
         raise ValueError(_TIMEOUT_MESSAGE)
 

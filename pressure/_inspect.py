@@ -39,9 +39,6 @@ class Inspection(Generic[T]):
     def _peek_items(self, n: int) -> list[bytes]:
         raise NotImplementedError
 
-    def _count_items(self, pipe: Any) -> None:
-        raise NotImplementedError
-
     def _missing(self, forget: bool = True) -> QueueDoesNotExist:
         raise NotImplementedError
 
@@ -66,15 +63,19 @@ class Inspection(Generic[T]):
             raise ProtocolError(f"{self._keys.bound} holds {raw!r}, not a non-negative integer")
         return int(text)
 
-    def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = self._call(INFO, mutating=False)
+    def _info(self, most: int | None = 1) -> tuple[int, int, int, bool, int]:
+        """(exists, ready, bound, closed, held) in one read-only round trip (lua/info.lua):
+        ``ready`` the items a get would hand out now (due delayed items in, items past their
+        ttl out), counted up to ``most`` (None: all); ``held`` what the bound holds, as a put
+        counts it (queued and delayed items)."""
+        exists, ready, bound, closed, held = self._call(INFO, "" if most is None else most, mutating=False)
         if not exists:
             raise self._missing(forget=False)
-        return exists, length, self._parse_bound(bound), bool(closed)
+        return exists, ready, self._parse_bound(bound), bool(closed), held
 
     def qsize(self) -> int:
         """Return the approximate size of the queue (not reliable!)."""
-        return self._info()[1]
+        return self._info(None)[1]
 
     def empty(self) -> bool:
         """Return True if the queue is empty, False otherwise (not reliable!)."""
@@ -82,8 +83,8 @@ class Inspection(Generic[T]):
 
     def full(self) -> bool:
         """Return True if the queue is full, False otherwise (not reliable!)."""
-        _, length, bound, _ = self._info()
-        return 0 < bound <= length
+        _, _, bound, _, held = self._info()
+        return 0 < bound <= held
 
     @property
     def maxsize(self) -> int:
@@ -103,7 +104,7 @@ class Inspection(Generic[T]):
     @property
     def exists(self) -> bool:
         """Whether the queue exists (protocol Exists)."""
-        return bool(self._call(INFO, mutating=False)[0])
+        return bool(self._call(INFO, 1, mutating=False)[0])
 
     @property
     def closed(self) -> bool:
@@ -124,10 +125,9 @@ class Inspection(Generic[T]):
         pipe = client.pipeline(transaction=True)
         pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
                   k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
-        self._count_items(pipe)
         pipe.exists(k.closed)
         pipe.llen(k.dead)
-        values, length, closed, dead = self._backend.call("statistics", pipe.execute)
+        values, closed, dead = self._backend.call("statistics", pipe.execute)
         bound_raw, *counters, producer, consumer = values
         if bound_raw is None:
             raise self._missing(forget=False)
@@ -137,8 +137,9 @@ class Inspection(Generic[T]):
             if value is not None and not value.lstrip(b"-").isdigit():
                 raise ProtocolError(f"{name} holds {value!r}, not an integer")
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
-        # the lifecycle's figures: a second atomic step (lua/stats.lua)
-        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
+        # the items by state (counted as info.lua counts them for qsize()) and the lifecycle's
+        # figures: a second atomic step (lua/stats.lua)
+        ready, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
                                                      mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
@@ -148,7 +149,7 @@ class Inspection(Generic[T]):
         calls = {"put": pm, "take": take, "ack": max(ack, 0),
                  **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
         return QueueStatistics(
-            name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
+            name=self._name, size=ready, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
             discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
             producer=None if producer is None else producer.decode(errors="replace"),

@@ -123,7 +123,8 @@ class QueueStatistics:
     """A snapshot of a queue's counters, read atomically in one round trip."""
 
     name: str
-    #: Items in the queue now.
+    #: Items the gets would hand out now, as ``qsize()`` counts them (due delayed items in,
+    #: items past their ttl out).
     size: int
     #: The bound (0 = unbounded).
     maxsize: int
@@ -154,7 +155,8 @@ class QueueStatistics:
     taken: int = 0
     #: Tasks marked done: task_done() calls, and items discarded or dropped on expiry.
     done: int = 0
-    #: Items dropped or dead-lettered because their ttl passed before anyone took them.
+    #: Items dropped or dead-lettered because their ttl passed before anyone took them (those
+    #: a get has not reached yet too).
     expired: int = 0
     #: Calls by kind: put, take, ack, release, bury, kick, delete (items they moved).
     calls: dict[str, int] = field(default_factory=dict)

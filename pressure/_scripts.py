@@ -127,8 +127,8 @@ FORGET = QueueScript(
                *_others(k, k.waiter, k.consumers)),
     ("inbox_prefix", "inflight_prefix", "held_prefix", "logs"), ForgetStatus, more_keys=True)
 
-#: {exists (0/1), length, bound ('' if missing), closed (0/1)}
-INFO = QueueScript("info", lambda k: (k.base, k.bound, k.closed), ())
+#: {exists (0/1), ready, bound ('' if missing), closed (0/1), held (queued and delayed items)}
+INFO = QueueScript("info", lambda k: (k.base, k.bound, k.closed, k.delayed, k.meta, k.utube), ("most",))
 
 
 class SetBoundStatus(IntEnum):
@@ -305,7 +305,7 @@ FIND_ITEM = QueueScript(
     ("mode", "task_id", "inbox_prefix", "inflight_prefix"), FindStatus)
 
 #: {ready, delayed, taken, buried, counter name, value, ...} (lua/stats.lua)
-STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts),
+STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts, k.meta, k.utube),
                     ("inbox_prefix", "inflight_prefix", "held_prefix"))
 
 

@@ -48,9 +48,6 @@ class _OrderedQueue(Queue[T]):
         client = self._backend.client()
         return list(self._backend.call("ZRANGE", client.zrange, self._keys.base, 0, n - 1))
 
-    def _count_items(self, pipe: Any) -> None:
-        pipe.zcard(self._keys.base)
-
 
 class LifoQueue(_OrderedQueue[T]):
     """A LIFO queue in Redis: the item put last is got first (``queue.LifoQueue``).

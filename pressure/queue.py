@@ -224,10 +224,6 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
         return list(reversed(raw))
 
-    def _count_items(self, pipe: Any) -> None:
-        """Queue the command that counts the stored items on a pipeline."""
-        pipe.llen(self._keys.base)
-
     # -- identity and configuration -------------------------------------------------
 
     @property

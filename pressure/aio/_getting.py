@@ -81,7 +81,7 @@ class _Getting(Generic[T]):
     _owing: collections.deque[None]
     # and the handle's methods it calls
     open: Callable[[], Awaitable[AsyncQueue[T]]]
-    _info: Callable[[], Awaitable[tuple[int, int, int, bool]]]
+    _info: Callable[[], Awaitable[tuple[int, int, int, bool, int]]]
     _raise_for: Callable[[int], Awaitable[None]]
     _unwrap: Callable[[bytes], bytes]
     _delivery: Callable[[bytes, Any], AsyncDelivery[T]]
@@ -104,8 +104,8 @@ class _Getting(Generic[T]):
         return cast("AsyncDelivery[T]", deliveries[0])
 
     async def _refuse_negative_timeout(self) -> None:
-        _, length, _, closed = await self._info()
-        if closed and length == 0:
+        _, ready, _, closed, _ = await self._info()
+        if closed and ready == 0:
             raise ShutDown(f"queue {self._name!r} is shut down")
         raise ValueError(_TIMEOUT_MESSAGE)
 

@@ -127,7 +127,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._cid = f"{self._client_id}#{uuid.uuid4().hex[:8]}"
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
         self._get_keys = GET.keys(k)
-        self._info_keys = (k.base, k.bound, k.closed)
+        self._info_keys = (k.base, k.bound, k.closed, k.delayed, k.meta, k.utube)
         self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         self._put_command = PUT.command(k, variant=self._variant)
         self._get_command = GET.command(k, variant=self._variant)
@@ -298,24 +298,27 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     # -- size, state, tasks -------------------------------------------------------------
 
-    async def _info(self) -> tuple[int, int, int, bool]:
-        exists, length, bound, closed = await self._run("info", self._info_keys, (), mutating=False)
+    async def _info(self, most: int | None = 1) -> tuple[int, int, int, bool, int]:
+        """(exists, ready, bound, closed, held), as ``pressure.Queue._info`` reads them."""
+        exists, ready, bound, closed, held = await self._run("info", self._info_keys,
+                                                             ("" if most is None else most,), mutating=False)
         if not exists:
             raise await self._missing(forget=False)
-        return exists, length, self._parse_bound(bound), bool(closed)
+        return exists, ready, self._parse_bound(bound), bool(closed), held
 
     async def qsize(self) -> int:
-        """The number of items queued (a round trip: awaitable, unlike asyncio.Queue's)."""
-        return (await self._info())[1]
+        """The number of items a get would hand out now (a round trip: awaitable, unlike
+        asyncio.Queue's)."""
+        return (await self._info(None))[1]
 
     async def empty(self) -> bool:
-        """Whether the queue is empty now (awaitable)."""
+        """Whether a get would find no item now (awaitable)."""
         return (await self._info())[1] == 0
 
     async def full(self) -> bool:
-        """Whether the queue is at its bound now (awaitable)."""
-        _, length, bound, _ = await self._info()
-        return 0 < bound <= length
+        """Whether the queue is at its bound now, as a put counts it (awaitable)."""
+        _, _, bound, _, held = await self._info()
+        return 0 < bound <= held
 
     async def maxsize(self) -> int:
         """The bound stored in Redis, 0 for none (awaitable: a method, not asyncio.Queue's

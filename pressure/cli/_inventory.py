@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .._packing import _script_sha, _script_source
+from .._scripts import INFO, QueueScript
 from ..cluster import key_slot
 from ..connection import Backend
 from ..executor.admin import _glob_escape
@@ -90,13 +92,24 @@ def _scan(backend: Backend, pattern: str) -> list[str]:
     return sorted(keys)
 
 
-#: a command for ``_pipelined``: the key that places it, the redis-py method, its arguments
+#: a command for ``_pipelined``: the key that places it, the redis-py method (or "script": see
+#: ``_script_call``), its arguments
 _Call = tuple[str, str, tuple[Any, ...]]
+
+
+def _script_call(script: QueueScript, ref: QueueRef, keys: QueueKeys, *args: Any) -> _Call:
+    """A call of one of a queue's scripts (``_pipelined`` sends it as an EVALSHA, the script
+    loaded in front)."""
+    fixed = script.keys(keys)
+    return keys.base, "script", (script.name + ("" if ref.kind == "fifo" else "@" + ref.kind), len(fixed),
+                                 *fixed, *script.check(args))
 
 
 def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: bool = False) -> list[Any]:
     """The replies of ``calls``, in their order, sent in one pipeline (a MULTI if
-    ``transaction``); on a Redis Cluster, one per hash slot, to its master."""
+    ``transaction``); on a Redis Cluster, one per hash slot, to its master. The scripts that
+    calls made by ``_script_call`` run are loaded at the head of the pipeline (a SCRIPT LOAD of a
+    script the server has already costs it a hash of the text), so none is ever missing."""
     groups: dict[int, list[int]] = {}
     for i, (key, _, _) in enumerate(calls):
         groups.setdefault(key_slot(key) if backend.config.cluster is not None else 0, []).append(i)
@@ -104,10 +117,16 @@ def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: boo
     for slot, indexes in groups.items():
         wire = backend.for_slot(slot)
         pipe = wire.client().pipeline(transaction=transaction)
+        scripts = list(dict.fromkeys(calls[i][2][0] for i in indexes if calls[i][1] == "script"))
+        for name in scripts:
+            pipe.script_load(_script_source(name))
         for i in indexes:
             _, method, args = calls[i]
-            getattr(pipe, method)(*args)
-        for i, reply in zip(indexes, wire.call(what, pipe.execute)):
+            if method == "script":
+                pipe.evalsha(_script_sha(args[0]), *args[1:])
+            else:
+                getattr(pipe, method)(*args)
+        for i, reply in zip(indexes, wire.call(what, pipe.execute)[len(scripts):]):
             replies[i] = reply
     return replies
 
@@ -171,7 +190,7 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     for ref, k, cids in zip(refs, all_keys, consumers):
         b = k.base  # every key of a queue is in its base's slot
         calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
-                  (b, "llen" if ref.kind == "fifo" else "zcard", (k.base,)),
+                  _script_call(INFO, ref, k, ""),  # the size as qsize() counts it
                   (b, "exists", (k.closed,)), (b, "llen", (k.dead,)), (b, "hlen", (k.redeliveries,))]
         for cid in cids:
             calls += [(b, "llen", (k.inflight(_text(cid)),)), (b, "lrange", (k.inbox(_text(cid)), 0, -1)),
@@ -180,7 +199,8 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     now = time.monotonic()
     rows = []
     for ref, cids in zip(refs, consumers):
-        (bound, produced, consumed), size, closed, dead, redelivered = (next(replies) for _ in range(5))
+        (bound, produced, consumed), info, closed, dead, redelivered = (next(replies) for _ in range(5))
+        size = info[1]
         in_flight = 0
         for _ in cids:
             inflight, inbox, held = next(replies), next(replies), next(replies)

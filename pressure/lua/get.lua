@@ -351,10 +351,18 @@ if len > 0 and has_meta then
   end
 
   -- Up to `want` live items out of the queue (those past their ttl are expired on the way).
+  -- A queue emptied so has room for the due items the bound kept out above (move_due): they
+  -- come in and are taken in turn, so that no get finds none while one is due.
   local function take_live(want, now)
     local kept = {}
     while #kept < want do
       local n = math.min(want - #kept, items_len(items_key))
+      if n == 0 and waiting > 0 then
+        local room = -1
+        if bound > 0 then room = bound end
+        waiting = move_due(delayed, items_key, room, items_push_all)
+        n = math.min(want - #kept, items_len(items_key))
+      end
       if n == 0 then break end
       local items
       if n == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, n) end

@@ -92,6 +92,14 @@ local function items_remove(key, item)
   return redis.call('LREM', key, '1', item)
 end
 
+-- Stored items `first` to `last` (0 the next out), next-out first.
+local function items_range(key, first, last)
+  local got = redis.call('LRANGE', key, -(last + 1), -(first + 1))
+  local out = {}
+  for i = #got, 1, -1 do out[#out + 1] = got[i] end
+  return out
+end
+
 -- Every stored item, next out first.
 local function items_all(key)
   local all = redis.call('LRANGE', key, '0', '-1')

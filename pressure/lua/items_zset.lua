@@ -84,6 +84,10 @@ local function items_remove(key, item)
   return redis.call('ZREM', key, item)
 end
 
+local function items_range(key, first, last)
+  return redis.call('ZRANGE', key, first, last)
+end
+
 local function items_all(key)
   return redis.call('ZRANGE', key, '0', '-1')
 end

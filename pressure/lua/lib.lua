@@ -245,6 +245,99 @@ local function utube_done(utube_key, m, items_key, push_all)
   end
 end
 
+-- How many members of the sorted set `key` (holding `card`) score at most `score`: ZCOUNT's
+-- answer, found by a binary search over ranks with ZRANGE (O(log^2 n)), a command the README's
+-- ACL rule names (a user set up by it has no ZCOUNT).
+local function count_upto(key, card, score)
+  local low, high = 0, card
+  while low < high do
+    local mid = math.floor((low + high) / 2)
+    if tonumber(redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')[2]) <= score then
+      low = mid + 1
+    else
+      high = mid
+    end
+  end
+  return low
+end
+
+-- The queue's items as the gets would find them now, counted without changing anything: the one
+-- definition of qsize(), empty(), full() (info.lua) and statistics() (stats.lua). A get moves the
+-- delayed items due into the queue (move_due), drops those past their ttl as it reaches them
+-- (get.lua expire), and an item of a utube key dropped so lets the next of its key in (utube_done),
+-- which it reaches in turn. Returns:
+--   ready   - what the gets hand out: the items queued and the delayed ones due, less those past
+--             their ttl, plus for each utube item past its ttl the first of its key behind it that
+--             is not. Counted up to `most` (nil: all), then the count stops (empty() asks for 1)
+--   delayed - the delayed items not due yet
+--   expired - the items past their ttl not dropped yet, that the gets drop on the way (those
+--             seen, when the count stopped at `most`)
+--   held    - what the bound holds, as put.lua counts it: the items queued (those past their ttl
+--             too, until a get drops them) and every delayed one
+-- Only a queue holding items with a ttl, ttr or key (:pressure:meta) has its items read, each
+-- once (O(n)); else O(log n). `len_of` and `range_of` are the kind's items_len and items_range.
+local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, len_of, range_of)
+  local len = len_of(items_key)
+  local delayed = redis.call('ZCARD', delayed_key)
+  local now = now_ms()
+  local due = 0
+  if delayed > 0 then due = count_upto(delayed_key, delayed, now) end
+  local ready, expired = len + due, 0
+  if ready == 0 or redis.call('EXISTS', meta_key) == 0 then
+    return ready, delayed - due, expired, len + delayed
+  end
+  ready = 0
+  local walked = {}
+  local function past_ttl(item)
+    local m = meta_of(meta_key, item)
+    return m and m.expires and m.expires <= now, m
+  end
+  -- Count an item the gets reach (as stored); true once `most` are ready.
+  local function reach(item)
+    local gone, m = past_ttl(item)
+    if not gone then
+      ready = ready + 1
+      return most ~= nil and ready >= most
+    end
+    expired = expired + 1
+    if not m.key or walked[m.key] then return false end
+    walked[m.key] = true
+    local behind = utube_key .. ':' .. m.key  -- oldest at the right
+    local first, waiting = 0, redis.call('LLEN', behind)
+    while first < waiting do
+      local chunk = redis.call('LRANGE', behind, -(first + 100), -(first + 1))
+      for i = #chunk, 1, -1 do
+        if not past_ttl(chunk[i]) then
+          ready = ready + 1
+          return most ~= nil and ready >= most
+        end
+        expired = expired + 1
+      end
+      first = first + 100
+    end
+    return false
+  end
+  -- the queued items, next out first, then the due ones, in chunks growing from 16 (empty()
+  -- mostly stops at the first)
+  local first, chunk = 0, 16
+  while first < len do
+    local last = math.min(first + chunk, len) - 1
+    for _, item in ipairs(range_of(items_key, first, last)) do
+      if reach(item) then return ready, delayed - due, expired, len + delayed end
+    end
+    first, chunk = last + 1, math.min(chunk * 2, 1024)
+  end
+  first, chunk = 0, 16
+  while first < due do
+    local last = math.min(first + chunk, due) - 1
+    for _, member in ipairs(redis.call('ZRANGE', delayed_key, first, last)) do
+      if reach(string.sub(member, 17)) then return ready, delayed - due, expired, len + delayed end
+    end
+    first, chunk = last + 1, math.min(chunk * 2, 1024)
+  end
+  return ready, delayed - due, expired, len + delayed
+end
+
 -- The lifecycle's keys beside `key`, one of the queue's '<base>:pressure:<suffix>' keys that
 -- a script declares (:pressure:meta): '<base>:pressure:<other>'. ack.lua and the log's
 -- scripts declare it and name the others from it, touched only when a lifecycle feature is
