@@ -179,7 +179,7 @@ class DrainStatus(IntEnum):
 DRAIN = QueueScript(
     "drain",
     lambda k: (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
-               k.tasks_done, k.discarded, k.all_tasks_done, k.delayed, k.utube),
+               k.tasks_done, k.discarded, k.all_tasks_done, k.delayed, k.utube, k.redeliveries, k.meta),
     ("client_id",), DrainStatus)
 
 
@@ -290,7 +290,7 @@ REQUEUE = QueueScript(
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,
-                                      k.not_full, k.counts), ("count",))
+                                      k.not_full, k.counts, k.redeliveries), ("count",))
 
 class FindStatus(IntEnum):
     """find_item.lua's result when it is not the item's record."""
@@ -301,8 +301,8 @@ class FindStatus(IntEnum):
 FIND_ITEM = QueueScript(
     "find_item",
     lambda k: (k.base, k.delayed, k.dead, k.consumers, k.meta, k.counts, k.bound, k.not_full,
-               k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube),
-    ("mode", "task_id", "inbox_prefix", "inflight_prefix"), FindStatus)
+               k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube, k.redeliveries),
+    ("mode", "task_id", "inbox_prefix", "inflight_prefix", "delivery"), FindStatus)
 
 #: {ready, delayed, taken, buried, counter name, value, ...} (lua/stats.lua)
 STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts, k.meta, k.utube),

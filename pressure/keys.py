@@ -87,6 +87,8 @@ class QueueKeys:
     waiter: str
     lease: str
     consumers: str
+    #: hash: sha1(stored item) -> the state of its queued copy, or '#<n>' for n copies' states in
+    #: the list '<redeliveries>:<sha1>', in the order they leave (lua/lib.lua copies_push)
     redeliveries: str
     delivery_seq: str
     dead: str
@@ -94,7 +96,8 @@ class QueueKeys:
     kind: str
     #: sorted set of delayed items by due time (put(..., delay=), Delivery.release(delay=))
     delayed: str
-    #: hash: sha1(stored item) -> its ttl and ttr (lua/lib.lua meta_of)
+    #: hash: the ttl, ttr and utube key of taken copies ('d<delivery>') and the state of delayed
+    #: ones ('z<sequence>') (lua/lib.lua state_of)
     meta: str
     #: hash: utube key -> its items in the queue; '<utube>:<key>' the list of those waiting
     utube: str

@@ -69,10 +69,11 @@ class Delivery(Generic[T]):
         return hashlib.sha1(self._payload).hexdigest()
 
     def delete(self) -> bool:
-        """Remove the item for good, wherever it is now (tarantool's ``delete``): in flight,
-        given back, delayed or buried. False if it is gone already (acknowledged)."""
+        """Remove the item for good, wherever it is now (tarantool's ``delete``): this delivery
+        while it is in flight; once given back, its task id's copy that is queued (the next
+        out), delayed or buried. False if it is gone already (acknowledged)."""
         self._queue._consumer.forget(self)
-        return self._queue.delete_item(self.task_id) is not None
+        return self._queue._find_item("delete", self.task_id, self.id) is not None
 
     def ack(self) -> bool:
         """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
@@ -504,13 +505,14 @@ class Reliability(Generic[T]):
         (as a discarded one); a taken one is its consumer's to count. O(n)."""
         return self._find_item("delete", task_id)
 
-    def _find_item(self, mode: str, task_id: str) -> TaskInfo[T] | None:
+    def _find_item(self, mode: str, task_id: str, own: str = "") -> TaskInfo[T] | None:
         if not isinstance(task_id, str):
             raise TypeError(f"task_id must be a str, not {type(task_id).__name__}")
         if len(task_id) != 40 or any(c not in "0123456789abcdef" for c in task_id):
             raise ValueError(f"task_id must be 40 lowercase hex digits, not {task_id!r}")
         k = self._keys
-        found = self._call(FIND_ITEM, mode, task_id, k.inbox_prefix, k.inflight_prefix, mutating=mode == "delete")
+        found = self._call(FIND_ITEM, mode, task_id, k.inbox_prefix, k.inflight_prefix, own,
+                           mutating=mode == "delete")
         if found == FindStatus.NOT_FOUND:
             return None
         state, payload, deliveries, consumer, delivery = found

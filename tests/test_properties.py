@@ -57,8 +57,8 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
-#: Payloads of the items (each item is (serial number, payload), so all items are distinct:
-#: the reliable mode keeps delivery counts per payload digest).
+#: Payloads of the items (each item is (serial number, payload); put_copy puts one again, with
+#: the same bytes: each copy keeps its own delivery count).
 PAYLOADS = st.one_of(
     st.none(),
     st.integers(),
@@ -203,9 +203,19 @@ class QueueMachine(RuleBasedStateMachine):
         """A small item from each handle in turn (puts are what most other rules need)."""
         self.put_one(self.handles[self.serial % len(self.handles)], self.serial)
 
+    @precondition(lambda self: bool(self.items) or bool(self.outstanding) or bool(self.dead))
+    @rule(h=HANDLE, i=st.integers(min_value=0, max_value=20))
+    def put_copy(self, h: int, i: int) -> None:
+        """An item with the same bytes as one queued, held or dead-lettered (a job put twice, a
+        queue of "tick"s): a copy of its own, fresh count, whatever the other copies go through."""
+        entries = [*self.items, *(o.entry for o in self.outstanding), *(e for e, _ in self.dead)]
+        self.put_item(self.handle(h), entries[i % len(entries)].item)
+
     def put_one(self, q: pressure.Queue[Any], payload: Any) -> None:
         self.serial += 1
-        item = (self.serial, payload)
+        self.put_item(q, (self.serial, payload))
+
+    def put_item(self, q: pressure.Queue[Any], item: Any) -> None:
         if self.closed:
             with pytest.raises(pressure.ShutDown):
                 q.put_nowait(item)
@@ -283,6 +293,14 @@ class QueueMachine(RuleBasedStateMachine):
         """Settle one of the deliveries kept, in any order."""
         candidates = [o for o in self.outstanding if o.delivery is not None]
         self.settle(candidates[i % len(candidates)], release)
+
+    @precondition(lambda self: any(o.delivery is not None for o in self.outstanding))
+    @rule()
+    def release_all(self) -> None:
+        """Every delivery kept is given back at once, in the order received (copies of one item
+        among them come back each with its own count)."""
+        for o in [o for o in self.outstanding if o.delivery is not None]:
+            self.settle(o, release=True)
 
     @precondition(lambda self: bool(self.finished))
     @rule(i=st.integers(min_value=0, max_value=20), release=st.booleans())

@@ -52,7 +52,8 @@ class QueueRow:
     consumers: int
     in_flight: int
     dead_letters: int
-    #: items given back after a delivery, waiting to be delivered again (:pressure:redeliveries)
+    #: items waiting in the queue with a state of their own: given back after a delivery, kicked, or
+    #: put with a ttl, ttr or key (:pressure:redeliveries; identical copies count once)
     redelivered: int
     produced: int
     consumed: int

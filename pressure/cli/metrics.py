@@ -8,8 +8,9 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
   ``pressure_queue_bound`` (0 = unbounded), ``pressure_queue_closed``,
   ``pressure_queue_produced_total``, ``pressure_queue_consumed_total``,
   ``pressure_queue_in_flight``, ``pressure_queue_consumers``,
-  ``pressure_queue_dead_letters``, ``pressure_queue_redelivered`` (items given back after
-  a delivery, waiting in the queue to be delivered again);
+  ``pressure_queue_dead_letters``, ``pressure_queue_redelivered`` (items waiting in the
+  queue with a state of their own: given back after a delivery, kicked, or put with a ttl, ttr
+  or key; identical copies count once);
 * per executor (labels ``prefix``, ``executor``): ``pressure_executor_tasks{state}``
   (queued, running), ``pressure_executor_tasks_finished_total{state}`` (done, failed,
   retried, lost) and ``pressure_executor_workers_alive``;
@@ -70,7 +71,8 @@ class Collector(_Base):
             "consumers": gauge("pressure_queue_consumers", "Consumers registered on the queue"),
             "dead_letters": gauge("pressure_queue_dead_letters", "Items in the dead-letter list"),
             "redelivered": gauge("pressure_queue_redelivered",
-                                 "Items given back after a delivery, waiting to be delivered again"),
+                                 "Items waiting with a state of their own (given back, kicked, or put with a "
+                                 "ttl, ttr or key)"),
         }
         for row in queues:
             values = [self._prefix, row.name, row.kind]

@@ -5,8 +5,8 @@
 -- KEYS[2] - :stats:produced_messages
 -- KEYS[3] - :pressure:tasks_done
 -- KEYS[4] - :pressure:all_tasks_done (stream that wakes join())
--- KEYS[5] - :pressure:meta (an acknowledged item's ttl, ttr and utube key go with it; lib.lua
---           meta_of). For an item of a utube key, these are used too, named from it (lib.lua
+-- KEYS[5] - :pressure:meta (an acknowledged item's ttl, ttr and utube key go with it, its
+--           field 'd<delivery number>'; lib.lua state_of). For an item of a utube key, these are used too, named from it (lib.lua
 --           sibling_key): :pressure:utube (its key's next item comes in: lib.lua utube_done),
 --           the items <base> (KEYS[5] without ':pressure:meta'), and :pressure:waiter,
 --           :pressure:lease and :pressure:inbox:<waiter> (the waiter is woken)

@@ -9,8 +9,8 @@
 -- KEYS[6] - :pressure:waiter
 -- KEYS[7] - :pressure:lease
 -- KEYS[8] - :pressure:consumers (their inbox, in-flight and held lists go too)
--- KEYS[9..] - every other key of the queue, deleted at the end (with :pressure:utube, the
---            lists named after it and each of its fields)
+-- KEYS[9..] - every other key of the queue, deleted at the end (with :pressure:utube and
+--            :pressure:redeliveries, the lists named after them and each of their fields)
 -- ARGV[1] - 'begin' or 'finish'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:), to wake the waiting consumer
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
@@ -42,7 +42,11 @@ end
 forget_logs(logs)
 for i = 9, #KEYS do
   if string.sub(KEYS[i], -6) == ':utube' then  -- the lists of items waiting behind a utube key
-    for _, utube_key in ipairs(redis.call('HKEYS', KEYS[i])) do redis.call('DEL', KEYS[i] .. ':' .. utube_key) end
+    for _, utube_key in ipairs(redis.call('HKEYS', KEYS[i])) do
+      redis.call('DEL', KEYS[i] .. ':' .. utube_key, KEYS[i] .. '_meta:' .. utube_key)
+    end
+  elseif string.sub(KEYS[i], -13) == ':redeliveries' then  -- queued copies' states
+    copies_forget(KEYS[i])
   end
 end
 redis.call('DEL', unpack(KEYS))

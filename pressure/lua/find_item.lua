@@ -3,7 +3,9 @@
 -- ('peek', read-only) or remove it ('delete': tarantool's delete, in any state). Looks,
 -- in this order, at what consumers hold (in flight or in their inbox), the queue, the
 -- delayed items and the dead letters: O(n) in all of them (an operator's tool). Items
--- with identical bytes share an id: the first found is the one.
+-- with identical bytes share an id: the first found is the one (queued: the next out); with
+-- ARGV[5] (Delivery.delete), of the taken copies only that delivery. The copy found goes with
+-- its own state (lib.lua state_of).
 -- A deleted item that was ready or delayed counts as done (as a discarded one); one a
 -- consumer holds does not (its consumer's task_done() counts it; its ack finds it gone),
 -- nor does a dead letter (as purge_dead).
@@ -11,7 +13,7 @@
 -- KEYS[2]  - :pressure:delayed
 -- KEYS[3]  - :pressure:dead
 -- KEYS[4]  - :pressure:consumers (names the consumers' lists)
--- KEYS[5]  - :pressure:meta (the item's ttl and ttr: removed with it)
+-- KEYS[5]  - :pressure:meta (the states of taken and delayed copies: removed with them)
 -- KEYS[6]  - :pressure:counts (lifecycle counters: 'delete', and 'delete_taken' for those a
 --            consumer held)
 -- KEYS[7]  - :bound
@@ -20,27 +22,30 @@
 -- KEYS[10] - :pressure:tasks_done
 -- KEYS[11] - :pressure:all_tasks_done (stream that wakes join())
 -- KEYS[12] - :pressure:utube (a deleted item of a utube key lets its key's next one in)
+-- KEYS[13] - :pressure:redeliveries (the states of queued copies; lib.lua copies_take)
 -- ARGV[1] - 'peek' or 'delete'
 -- ARGV[2] - the task id
 -- ARGV[3] - inbox key prefix (:pressure:inbox:)
 -- ARGV[4] - in-flight key prefix (:pressure:inflight:)
+-- ARGV[5] - '' or a delivery number: of the taken copies, only that one is looked at
 -- return {state, payload, deliveries (0: not counted in that state), consumer ('' unless
 -- taken), delivery number ('' if none)}, state one of 'taken', 'ready', 'delayed', 'buried'; or -1 if no such item
 local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
 local consumers, meta, counts_key = KEYS[4], KEYS[5], KEYS[6]
 local bound_key, not_full, produced_messages = KEYS[7], KEYS[8], KEYS[9]
 local tasks_done, all_tasks_done, utube = KEYS[10], KEYS[11], KEYS[12]
+local copies = KEYS[13]
 local mode, task_id, inbox_prefix, inflight_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local delivery = ARGV[5]
 local deleting = mode == 'delete'
 
 local function matches(item)
   return redis.sha1hex(items_payload(item)) == task_id
 end
 
--- the item is gone: its ttl and ttr with it, and counted
-local function deleted(item, done)
-  utube_done(utube, meta_of(meta, item), items_key, items_push_all)
-  redis.call('HDEL', meta, redis.sha1hex(item))
+-- the item is gone: its state `s` (state_of) with it, and counted
+local function deleted(s, done)
+  utube_done(utube, s, items_key, items_push_all)
   redis.call('HINCRBY', counts_key, 'delete', '1')
   if done then
     local produced = counter(produced_messages)
@@ -55,15 +60,22 @@ local function deleted(item, done)
   end
 end
 
+-- the state of a copy kept in :pressure:meta under `field`, taken out of it if deleting
+local function kept_state(field)
+  local raw = redis.call('HGET', meta, field)
+  if raw and deleting then redis.call('HDEL', meta, field) end
+  return state_of(raw)
+end
+
 -- taken: in a consumer's in-flight list or inbox
 for _, id in ipairs(redis.call('HKEYS', consumers)) do
   for _, key in ipairs({inflight_prefix .. id, inbox_prefix .. id}) do
     for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
       local seq, deliveries, item = string.match(entry, '^([^:]*):([^:]*):[^:]*:(.*)$')
-      if seq and seq ~= 's' and matches(item) then
+      if seq and seq ~= 's' and (delivery == '' or seq == delivery) and matches(item) then
         if deleting then
           redis.call('LREM', key, '1', entry)
-          deleted(item, false)
+          deleted(kept_state('d' .. seq), false)
           redis.call('HINCRBY', counts_key, 'delete_taken', '1')
         end
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
@@ -76,7 +88,7 @@ for _, item in ipairs(items_all(items_key)) do
   if matches(item) then
     if deleting then
       items_remove(items_key, item)
-      deleted(item, true)
+      deleted(copies_take(copies, redis.sha1hex(item)), true)
     end
     return {'ready', items_payload(item), 0, '', ''}
   end
@@ -87,7 +99,7 @@ for _, member in ipairs(redis.call('ZRANGE', delayed, '0', '-1')) do
   if matches(item) then
     if deleting then
       redis.call('ZREM', delayed, member)
-      deleted(item, true)
+      deleted(kept_state('z' .. string.sub(member, 1, 16)), true)
     end
     return {'delayed', items_payload(item), 0, '', ''}
   end
@@ -98,7 +110,7 @@ for _, entry in ipairs(redis.call('LRANGE', dead_letters, '0', '-1')) do
   if item and matches(item) then
     if deleting then
       redis.call('LREM', dead_letters, '1', entry)
-      deleted(item, false)
+      deleted(nil, false)
     end
     return {'buried', items_payload(item), tonumber(deliveries) or 0, '', seq}
   end

@@ -41,13 +41,16 @@
 --            :pressure:lease (the waiter's identifier, expiring unless renewed),
 --            :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode', where ms is
 --              the visibility timeout (reliable, mode 'r') or lease (default, mode 'd')),
---            :pressure:redeliveries (hash: sha1(payload) -> deliveries so far),
+--            :pressure:redeliveries and the lists named after it (the states of queued copies:
+--              deliveries so far, ttl, ttr, utube key; lib.lua state_of, copies_take; dropped
+--              when a get finds the queue empty: what a spec client took left them behind),
 --            :pressure:delivery_seq,
 --            :pressure:delayed (delayed items by due time: those due move into the items
 --              first, as far as the bound allows; see lib.lua move_due),
---            :pressure:meta (ttl, ttr and utube key of items put with them; lib.lua meta_of):
---              an item taken past its ttl is dropped (or dead-lettered) and the next one
---              taken; only then are :pressure:counts ('expired'), :pressure:dead (expired
+--            :pressure:meta (an item taken in reliable mode keeps its ttl, ttr and utube key
+--              there, under 'd<delivery number>'; lib.lua state_of; due delayed items' states
+--              come from there): an item taken past its ttl is dropped (or dead-lettered) and
+--              the next one taken; only then are :pressure:counts ('expired'), :pressure:dead (expired
 --              items put with 'd'), :pressure:tasks_done and :pressure:all_tasks_done (an
 --              expired item dropped counts as done, as a discarded one) and
 --              :stats:produced_messages used; :pressure:utube with it (an item of a utube
@@ -198,7 +201,7 @@ end
 -- One look at the keys that are usually not there (lists empty, no lifecycle feature in use,
 -- open queue): `present` of them existed; none, and the commands that would find them empty
 -- are skipped. look(key) says whether one did, each asked once, before this script changes it.
-local present = redis.call('EXISTS', inflight, held, inbox, delayed, meta, redeliveries, closed)
+local present = redis.call('EXISTS', inflight, held, inbox, delayed, redeliveries, closed)
 local function look(key)
   if present == 0 or redis.call('EXISTS', key) == 0 then return false end
   present = present - 1
@@ -253,13 +256,18 @@ end
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
 local waiting = 0  -- delayed items
-local redelivered = look(redeliveries)
-local has_meta = look(meta)
+local has_state = look(redeliveries)
 if look(delayed) then
   local room = -1
   if bound > 0 then room = bound - len end
   waiting = move_due(delayed, items_key, room, items_push_all)
   len = items_len(items_key)
+  has_state = has_state or redis.call('EXISTS', redeliveries) == 1
+end
+if len == 0 and has_state then
+  -- no copy is queued: what states are left are those of copies a spec client took
+  copies_forget(redeliveries)
+  has_state = false
 end
 
 -- the record before any answer that leaves a wake-up entry in our lists: a Delete
@@ -314,28 +322,23 @@ if mode == 'log' and len > 0 then
   log_tail, producer = log_reads(log, log .. ':tail', logs, items_key .. ':producer')
   if not log_tail then return redis.error_reply('PRESSURE bad log ' .. log) end
 end
-local taken = nil
-if len > 0 and has_meta then
+local taken, states = nil, nil
+if len > 0 and has_state then
   -- (the functions of a branch are made in it: a closure costs every call that makes it)
   local utube = ext .. 'utube'
-  -- Whether `item`, just taken out of the queue at `now`, is past its ttl: then it is
-  -- dropped (counted as done, as a discarded item) or moved to the dead letters (seq
-  -- 'expired'), and counted in :pressure:counts 'expired'. A default-mode get takes its
-  -- field along: the item is never acknowledged.
-  local function expire(item, now)
-    local m = meta_of(meta, item)
-    if not m then return false end
-    if not m.expires or m.expires > now then
-      if settles then
-        redis.call('HDEL', meta, redis.sha1hex(item))
-        utube_done(utube, m, items_key, items_push_all)
-      end
+  -- Whether `item`, just taken out of the queue at `now` with its state `s`, is past its ttl:
+  -- then it is dropped (counted as done, as a discarded item) or moved to the dead letters
+  -- (seq 'expired'), and counted in :pressure:counts 'expired'. A default-mode get (and a
+  -- 'log') takes its state along: the item is never acknowledged.
+  local function expire(item, s, now)
+    if not s then return false end
+    if not s.expires or s.expires > now then
+      if settles then utube_done(utube, s, items_key, items_push_all) end
       return false
     end
-    redis.call('HDEL', meta, redis.sha1hex(item))
-    utube_done(utube, m, items_key, items_push_all)
+    utube_done(utube, s, items_key, items_push_all)
     redis.call('HINCRBY', ext .. 'counts', 'expired', '1')
-    if m.dead then
+    if s.dead then
       redis.call('LPUSH', ext .. 'dead', 'expired:0:' .. now .. ':' .. item)
     else
       local tasks_done = ext .. 'tasks_done'
@@ -350,11 +353,12 @@ if len > 0 and has_meta then
     return true
   end
 
-  -- Up to `want` live items out of the queue (those past their ttl are expired on the way).
-  -- A queue emptied so has room for the due items the bound kept out above (move_due): they
-  -- come in and are taken in turn, so that no get finds none while one is due.
+  -- Up to `want` live items out of the queue, and their states (false: none); those past
+  -- their ttl are expired on the way. A queue emptied so has room for the due items the bound
+  -- kept out above (move_due): they come in and are taken in turn, so that no get finds none
+  -- while one is due.
   local function take_live(want, now)
-    local kept = {}
+    local kept, kept_states = {}, {}
     while #kept < want do
       local n = math.min(want - #kept, items_len(items_key))
       if n == 0 and waiting > 0 then
@@ -367,15 +371,19 @@ if len > 0 and has_meta then
       local items
       if n == 1 then items = {items_pop(items_key)} else items = items_pop_all(items_key, n) end
       for _, item in ipairs(items) do
-        if not expire(item, now) then kept[#kept + 1] = item end
+        local s = copies_take(redeliveries, redis.sha1hex(item))
+        if not expire(item, s, now) then
+          kept[#kept + 1] = item
+          kept_states[#kept] = s or false
+        end
       end
     end
-    return kept
+    return kept, kept_states
   end
 
   local want = 1
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
-  taken = take_live(want, now_ms())
+  taken, states = take_live(want, now_ms())
   len = items_len(items_key) + #taken
 end
 if len > 0 then
@@ -399,13 +407,11 @@ if len > 0 then
   if mode == 'batch' then
     local bytes, counts = 0, ''
     for _, item in ipairs(items) do bytes = bytes + items_size(item) end
-    if redelivered then
+    if states then
       local deliveries, again = {}, false
-      for i, item in ipairs(items) do
-        local digest = redis.sha1hex(item)
-        deliveries[i] = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
+      for i = 1, want do
+        deliveries[i] = 1 + (states[i] and states[i].count or 0)
         again = again or deliveries[i] > 1
-        redis.call('HDEL', redeliveries, digest)
       end
       if again then counts = table.concat(deliveries, ',') end
     end
@@ -430,14 +436,14 @@ if len > 0 then
   for i, item in ipairs(items) do
     bytes = bytes + items_size(item)
     local deliveries = '1'  -- text: no number to format (see now_ms_text) unless redelivered
-    if redelivered then
-      local digest = redis.sha1hex(item)
-      local count = 1 + tonumber(redis.call('HGET', redeliveries, digest) or '0')
-      redis.call('HDEL', redeliveries, digest)
-      if count > 1 then
-        deliveries = count
-        if log then again[#again + 1], again[#again + 2] = seq + i, count end
+    local s = states and states[i]
+    if s then
+      if s.count > 0 then
+        deliveries = s.count + 1
+        if log then again[#again + 1], again[#again + 2] = seq + i, deliveries end
       end
+      -- a reliable take: its ttl, ttr and key stay, under its delivery number, until it is settled
+      if not settles and s.meta ~= NO_META then redis.call('HSET', meta, 'd' .. (seq + i), s.meta) end
     end
     if not log then
       entries[i] = (seq + i) .. ':' .. deliveries .. ':' .. now .. ':' .. item

@@ -87,9 +87,9 @@ local function items_payload(item)
   return item
 end
 
--- Remove one stored item from the queue; 1 if it was there.
+-- Remove one stored item from the queue, the next out of its copies; 1 if it was there.
 local function items_remove(key, item)
-  return redis.call('LREM', key, '1', item)
+  return redis.call('LREM', key, '-1', item)
 end
 
 -- Stored items `first` to `last` (0 the next out), next-out first.

@@ -7,11 +7,13 @@
 -- KEYS[5] - :bound
 -- KEYS[6] - :not_full
 -- KEYS[7] - :pressure:counts (lifecycle counters: 'kick', how many items kicked)
+-- KEYS[8] - :pressure:redeliveries (each kicked copy's fresh state goes in at the head, with
+--           it, ahead of the states of its queued copies; lib.lua copies_push)
 -- ARGV[1] - how many to move (-1 = all)
 -- return how many moved
 local dead_letters, items_key, consumed_messages = KEYS[1], KEYS[2], KEYS[3]
 local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
-local counts_key = KEYS[7]
+local counts_key, copies = KEYS[7], KEYS[8]
 local how_many = ARGV[1]
 local n = tonumber(how_many)
 local entries = redis.call('LRANGE', dead_letters, '0', '-1')
@@ -20,6 +22,7 @@ if n < 0 or n > #entries then n = #entries end
 for i = #entries - n + 1, #entries do
   local payload = string.match(entries[i], '^[^:]*:[^:]*:[^:]*:(.*)$') or entries[i]
   items_return(items_key, payload)
+  copies_push(copies, payload, NO_META, true)
   redis.call('DECR', consumed_messages)
   redis.call('DECRBY', consumed_bytes, items_size(payload))
 end

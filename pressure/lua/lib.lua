@@ -158,8 +158,10 @@ local function forget_queue(consumers_key, inbox_prefix, inflight_prefix, held_p
   for _, key in ipairs(extension_keys) do
     if string.sub(key, -6) == ':utube' then  -- the lists of items waiting behind a utube key
       for _, utube_key in ipairs(redis.call('HKEYS', key)) do
-        deleted = deleted + redis.call('DEL', key .. ':' .. utube_key)
+        deleted = deleted + redis.call('DEL', key .. ':' .. utube_key, key .. '_meta:' .. utube_key)
       end
+    elseif string.sub(key, -13) == ':redeliveries' then  -- queued copies' states (copies_push)
+      for _, digest in ipairs(redis.call('HKEYS', key)) do deleted = deleted + redis.call('DEL', key .. ':' .. digest) end
     end
     deleted = deleted + redis.call('DEL', key)
   end
@@ -195,54 +197,87 @@ local function delayed_member(seq_key, item)
   return string.format('%016d', redis.call('INCR', seq_key)) .. item
 end
 
--- Move the items of `delayed_key` due by now into the queue with `push_all` (items_push_all),
--- due order first, at most 1000 per call and at most `room` (the room left under the bound;
--- < 0: no bound), so the list never exceeds the bound. Returns how many wait there still.
--- Called by every put and get that finds the sorted set (one EXISTS otherwise).
-local function move_due(delayed_key, items_key, room, push_all)
-  local limit = 1000
-  if room >= 0 then limit = math.min(limit, room) end
-  if limit > 0 then
-    local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', '0', limit)
-    if #due > 0 then
-      local items = {}
-      for i, member in ipairs(due) do items[i] = string.sub(member, 17) end
-      redis.call('ZREM', delayed_key, unpack(due))
-      push_all(items_key, items)
-    end
-  end
-  return redis.call('ZCARD', delayed_key)
-end
-
--- Items put with a ttl, a ttr or a utube key (put(..., ttl=, ttr=, key=)) have a field in
--- the hash :pressure:meta under sha1(the item as stored) (items with identical bytes share
--- it, as they share a delivery count): '<expires at, ms>|<ttr, ms>|<d: dead-letter it when
--- it expires>|<key>', each part possibly empty. The field goes when the item does:
--- acknowledged, expired, deleted, dead-lettered, taken by a default-mode get, or logged
--- (a stream reader's log: get.lua 'log', log_append.lua).
-local function meta_of(meta_key, item)
-  local raw = redis.call('HGET', meta_key, redis.sha1hex(item))
+-- Every copy of an item keeps a state of its own while it has one: its delivery count once given
+-- back, its ttl, ttr and utube key if put with them (put(..., ttl=, ttr=, key=)), as
+-- '<deliveries so far>|<expires at, ms>|<ttr, ms>|<d: dead-letter it when it expires>|<key>',
+-- each part possibly empty. Where it is kept follows the copy:
+--   queued: under sha1(the item as stored) in <copies> (:pressure:redeliveries; copies_push),
+--     one state per copy that has one, in the order those copies leave the queue: a copy given
+--     back or kicked goes in first, as it enters the queue's head; one put, come due or let in
+--     by its utube key last, as it enters the tail; a get takes the first for the copy it takes
+--     (copies_take). Queued copies with identical bytes cannot be told apart in the list (a
+--     spec client reads bare payloads), so a copy without a state, put ahead of one put with
+--     a state, takes that state and leaves the other none; no state is ever shared or lost.
+--   taken: the field 'd<delivery number>' of :pressure:meta, without its count (the delivery
+--     entry has that), only when it has a ttl, ttr or key.
+--   delayed: the field 'z<the member's 16-digit sequence>' of :pressure:meta.
+--   waiting behind its utube key: the list '<:pressure:utube>_meta:<key>', beside the items
+--     '<:pressure:utube>:<key>', in the same order.
+-- A state goes when its copy does: acknowledged, expired, deleted, dead-lettered (a kicked
+-- copy starts afresh), taken by a default-mode get, logged, or discarded.
+local function state_of(raw)
   if not raw then return nil end
-  local at, ttr, dead, key = string.match(raw, '^(%d*)|(%d*)|(%a*)|?(.*)$')
+  local count, at, ttr, dead, key = string.match(raw, '^(%d*)|(%d*)|(%d*)|(%a*)|(.*)$')
+  if not count then return nil end
   if key == '' then key = nil end
-  return {expires = tonumber(at), ttr = tonumber(ttr), dead = dead == 'd', key = key}
+  return {count = tonumber(count) or 0, expires = tonumber(at), ttr = tonumber(ttr), dead = dead == 'd',
+          key = key, meta = string.sub(raw, #count + 1)}
 end
 
--- utube (put(..., key=)): the hash :pressure:utube counts, per key, its items in the queue
--- (the one current item: queued, delayed by a release, or taken; and those waiting behind
--- it in the list '<utube key name>:<key>', oldest at the right). Only the current item is
--- ever in the queue, so items of one key are taken one at a time, in order. When it is
--- done (acknowledged, dead-lettered, expired, deleted, taken by a default-mode get, or logged),
--- the next one of its key enters the queue at the tail (with `push_all`, items_push_all).
--- `m` is the item's meta_of.
-local function utube_done(utube_key, m, items_key, push_all)
-  if not m or not m.key then return end
-  if redis.call('HINCRBY', utube_key, m.key, '-1') <= 0 then
-    redis.call('HDEL', utube_key, m.key)
-  else
-    local nxt = redis.call('RPOP', utube_key .. ':' .. m.key)
-    if nxt then push_all(items_key, {nxt}) end
+-- A state with no ttl, ttr or key: what is left without them ('|' and the four empty parts).
+local NO_META = '||||'
+
+-- Keep `state` for a copy of `item` (as stored) that enters the queue: at the head (`front`) or
+-- the tail. The field of <copies> holds the state itself while it is its item's only one, else
+-- '#<how many>' with the states in the list '<copies>:<sha1>' (a key per item only when
+-- identical copies wait with states).
+local function copies_push(copies, item, state, front)
+  local digest = redis.sha1hex(item)
+  local have = redis.call('HGET', copies, digest)
+  if not have then
+    redis.call('HSET', copies, digest, state)
+    return
   end
+  local list, n = copies .. ':' .. digest, tonumber(string.match(have, '^#(%d+)$'))
+  if not n then  -- its only state so far: into the list
+    n = 1
+    redis.call('RPUSH', list, have)
+  end
+  if front then
+    redis.call('LPUSH', list, state)
+  else
+    redis.call('RPUSH', list, state)
+  end
+  redis.call('HSET', copies, digest, '#' .. (n + 1))
+end
+
+-- The state (state_of) of the copy of the item whose sha1 is `digest` that leaves the queue
+-- now, or nil: taken out of <copies>.
+local function copies_take(copies, digest)
+  local have = redis.call('HGET', copies, digest)
+  if not have then return nil end
+  local n = tonumber(string.match(have, '^#(%d+)$'))
+  if not n then
+    redis.call('HDEL', copies, digest)
+    return state_of(have)
+  end
+  local list = copies .. ':' .. digest
+  local raw = redis.call('LPOP', list)
+  if n > 2 then
+    redis.call('HSET', copies, digest, '#' .. (n - 1))
+  else  -- one left: back in the field
+    local last = redis.call('LPOP', list)
+    if last then redis.call('HSET', copies, digest, last) else redis.call('HDEL', copies, digest) end
+  end
+  return state_of(raw)
+end
+
+-- Drop every queued copy's state (the queue's list is gone or emptied); returns how many
+-- keys were deleted.
+local function copies_forget(copies)
+  local deleted = 0
+  for _, digest in ipairs(redis.call('HKEYS', copies)) do deleted = deleted + redis.call('DEL', copies .. ':' .. digest) end
+  return deleted + redis.call('DEL', copies)
 end
 
 -- How many members of the sorted set `key` (holding `card`) score at most `score`: ZCOUNT's
@@ -274,8 +309,10 @@ end
 --             seen, when the count stopped at `most`)
 --   held    - what the bound holds, as put.lua counts it: the items queued (those past their ttl
 --             too, until a get drops them) and every delayed one
--- Only a queue holding items with a ttl, ttr or key (:pressure:meta) has its items read, each
--- once (O(n)); else O(log n). `len_of` and `range_of` are the kind's items_len and items_range.
+-- Only the items that may have a ttl are read, each once: the queued ones if a queued copy's
+-- state (:pressure:redeliveries, copies_push) has one, the due ones if :pressure:meta holds
+-- states; else O(log n) and O(states). `len_of` and `range_of` are the kind's items_len and
+-- items_range.
 local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, len_of, range_of)
   local len = len_of(items_key)
   local delayed = redis.call('ZCARD', delayed_key)
@@ -283,31 +320,45 @@ local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, l
   local due = 0
   if delayed > 0 then due = count_upto(delayed_key, delayed, now) end
   local ready, expired = len + due, 0
-  if ready == 0 or redis.call('EXISTS', meta_key) == 0 then
-    return ready, delayed - due, expired, len + delayed
+  local function counted() return ready, delayed - due, expired, len + delayed end
+  if ready == 0 then return counted() end
+  -- the queued copies' states by sha1: the k-th copy of an item out next takes the k-th
+  local copies = string.sub(meta_key, 1, -5) .. 'redeliveries'
+  local states = {}
+  local queued_ttl = false
+  if len > 0 then
+    local flat = redis.call('HGETALL', copies)
+    for i = 1, #flat, 2 do
+      local list, n = {flat[i + 1]}, tonumber(string.match(flat[i + 1], '^#(%d+)$'))
+      if n then list = redis.call('LRANGE', copies .. ':' .. flat[i], '0', '-1') end
+      states[flat[i]] = list
+      for _, raw in ipairs(list) do
+        local m = state_of(raw)
+        if m and m.expires then queued_ttl = true end
+      end
+    end
   end
+  local due_ttl = due > 0 and redis.call('EXISTS', meta_key) == 1
+  if not queued_ttl and not due_ttl then return counted() end
   ready = 0
-  local walked = {}
-  local function past_ttl(item)
-    local m = meta_of(meta_key, item)
-    return m and m.expires and m.expires <= now, m
-  end
-  -- Count an item the gets reach (as stored); true once `most` are ready.
-  local function reach(item)
-    local gone, m = past_ttl(item)
-    if not gone then
+  local taken_of, walked = {}, {}
+  local function gone(m) return m and m.expires and m.expires <= now end
+  -- Count an item the gets reach, whose state is `m`; true once `most` are ready.
+  local function reach(m)
+    if not gone(m) then
       ready = ready + 1
       return most ~= nil and ready >= most
     end
     expired = expired + 1
     if not m.key or walked[m.key] then return false end
-    walked[m.key] = true
-    local behind = utube_key .. ':' .. m.key  -- oldest at the right
+    walked[m.key] = true  -- the next of its key comes in: its items wait oldest at the right
+    local behind, behind_states = utube_key .. ':' .. m.key, utube_key .. '_meta:' .. m.key
     local first, waiting = 0, redis.call('LLEN', behind)
     while first < waiting do
-      local chunk = redis.call('LRANGE', behind, -(first + 100), -(first + 1))
-      for i = #chunk, 1, -1 do
-        if not past_ttl(chunk[i]) then
+      local raws = redis.call('LRANGE', behind_states, -(first + 100), -(first + 1))
+      local n = math.min(100, waiting - first)
+      for i = n, 1, -1 do
+        if not gone(state_of(raws[#raws - n + i])) then
           ready = ready + 1
           return most ~= nil and ready >= most
         end
@@ -320,22 +371,29 @@ local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, l
   -- the queued items, next out first, then the due ones, in chunks growing from 16 (empty()
   -- mostly stops at the first)
   local first, chunk = 0, 16
-  while first < len do
+  while queued_ttl and first < len do
     local last = math.min(first + chunk, len) - 1
     for _, item in ipairs(range_of(items_key, first, last)) do
-      if reach(item) then return ready, delayed - due, expired, len + delayed end
+      local digest = redis.sha1hex(item)
+      local k = (taken_of[digest] or 0) + 1
+      taken_of[digest] = k
+      if reach(state_of((states[digest] or {})[k])) then return counted() end
     end
     first, chunk = last + 1, math.min(chunk * 2, 1024)
   end
+  if not queued_ttl then ready = len end
+  if most ~= nil and ready >= most then return counted() end
   first, chunk = 0, 16
   while first < due do
     local last = math.min(first + chunk, due) - 1
     for _, member in ipairs(redis.call('ZRANGE', delayed_key, first, last)) do
-      if reach(string.sub(member, 17)) then return ready, delayed - due, expired, len + delayed end
+      local m
+      if due_ttl then m = state_of(redis.call('HGET', meta_key, 'z' .. string.sub(member, 1, 16))) end
+      if reach(m) then return counted() end
     end
     first, chunk = last + 1, math.min(chunk * 2, 1024)
   end
-  return ready, delayed - due, expired, len + delayed
+  return counted()
 end
 
 -- The lifecycle's keys beside `key`, one of the queue's '<base>:pressure:<suffix>' keys that
@@ -347,16 +405,72 @@ local function sibling_key(key, suffix, other)
   return string.sub(key, 1, -(#suffix + 1)) .. other
 end
 
--- The item of an in-flight entry '<seq>:<deliveries>:<ms>:<item>' is done with (acknowledged,
--- or logged by log_append.lua): its ttl, ttr and utube key go from `meta` (:pressure:meta),
--- its key's next item comes in (with `push_all`, items_push_all), and the queue's waiter is
--- woken for it (keys named from `meta`, see sibling_key).
+-- Move the items of `delayed_key` due by now into the queue with `push_all` (items_push_all),
+-- due order first, at most 1000 per call and at most `room` (the room left under the bound;
+-- < 0: no bound), so the list never exceeds the bound, their states (in :pressure:meta,
+-- named from `delayed_key`) with them. Returns how many wait there still.
+-- Called by every put and get that finds the sorted set (one EXISTS otherwise).
+local function move_due(delayed_key, items_key, room, push_all)
+  local limit = 1000
+  if room >= 0 then limit = math.min(limit, room) end
+  if limit > 0 then
+    local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', '0', limit)
+    if #due > 0 then
+      local meta = sibling_key(delayed_key, 'delayed', 'meta')
+      local stated = redis.call('EXISTS', meta) == 1
+      local items = {}
+      for i, member in ipairs(due) do
+        items[i] = string.sub(member, 17)
+        if stated then
+          local field = 'z' .. string.sub(member, 1, 16)
+          local state = redis.call('HGET', meta, field)
+          if state then
+            redis.call('HDEL', meta, field)
+            copies_push(sibling_key(delayed_key, 'delayed', 'redeliveries'), items[i], state, false)
+          end
+        end
+      end
+      redis.call('ZREM', delayed_key, unpack(due))
+      push_all(items_key, items)
+    end
+  end
+  return redis.call('ZCARD', delayed_key)
+end
+
+-- utube (put(..., key=)): the hash :pressure:utube counts, per key, its items in the queue
+-- (the one current item: queued, delayed by a release, or taken; and those waiting behind
+-- it in the list '<utube key name>:<key>', oldest at the right, their states beside it in
+-- '<utube key name>_meta:<key>'). Only the current item is ever in the queue, so items of one
+-- key are taken one at a time, in order. When it is done (acknowledged, dead-lettered, expired,
+-- deleted, taken by a default-mode get, or logged), the next one of its key enters the queue
+-- at the tail (with `push_all`, items_push_all), its state with it. `m` is the item's state
+-- (state_of).
+local function utube_done(utube_key, m, items_key, push_all)
+  if not m or not m.key then return end
+  if redis.call('HINCRBY', utube_key, m.key, '-1') <= 0 then
+    redis.call('HDEL', utube_key, m.key)
+  else
+    local nxt = redis.call('RPOP', utube_key .. ':' .. m.key)
+    if nxt then
+      -- (an item that waits with no state beside it still has its key)
+      local state = redis.call('RPOP', utube_key .. '_meta:' .. m.key) or (NO_META .. m.key)
+      copies_push(sibling_key(utube_key, 'utube', 'redeliveries'), nxt, state, false)
+      push_all(items_key, {nxt})
+    end
+  end
+end
+
+-- The copy of an in-flight entry '<seq>:<deliveries>:<ms>:<item>' is done with (acknowledged,
+-- or logged by log_append.lua): its state goes from `meta` (:pressure:meta, field
+-- 'd<seq>'), its key's next item comes in (with `push_all`, items_push_all), and the queue's
+-- waiter is woken for it (keys named from `meta`, see sibling_key).
 local function entry_done(meta, entry, push_all)
-  local item = string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$')
-  if not item then return end
-  local m = meta_of(meta, item)
-  redis.call('HDEL', meta, redis.sha1hex(item))
-  if m and m.key then
+  local seq = string.match(entry, '^([^:]*):')
+  if not seq then return end
+  local m = state_of(redis.call('HGET', meta, 'd' .. seq))
+  if not m then return end
+  redis.call('HDEL', meta, 'd' .. seq)
+  if m.key then
     utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), push_all)
     nudge_waiter(redis.call('GET', sibling_key(meta, 'meta', 'waiter')),
                  redis.call('GET', sibling_key(meta, 'meta', 'lease')), sibling_key(meta, 'meta', 'inbox:'))

@@ -18,10 +18,12 @@
 --            :pressure:delayed (sorted set of delayed items by due time; see lib.lua
 --              move_due): due ones move into the items first, as far as the bound allows.
 --              Delayed items count against the bound here, as queued ones do,
---            and, only by puts with ARGV[8]: :pressure:meta (ttl, ttr and utube key of items
---              put with them; lib.lua meta_of) and :pressure:utube (items per utube key; the
---              items waiting behind a key's current one in the list '<:pressure:utube>:<key>';
---              lib.lua utube_done)
+--            and, only by puts with ARGV[8]: :pressure:redeliveries and the lists named after
+--              it (the states of queued copies: their ttl, ttr and utube key; lib.lua
+--              copies_push), :pressure:meta (a delayed copy's state; lib.lua state_of) and
+--              :pressure:utube (items per utube key; the items waiting behind a key's current
+--              one in the list '<:pressure:utube>:<key>', their states in
+--              '<:pressure:utube>_meta:<key>'; lib.lua utube_done)
 -- ARGV[1] - client identifier
 -- ARGV[2] - payload
 -- ARGV[3] - '1' if the caller asked to block with a negative timeout
@@ -33,8 +35,8 @@
 -- ARGV[7] - delay in ms ('' or '0': none): the items wait in :pressure:delayed until due, counted
 --           in :stats:produced_* at once (so join() waits for them), not in the list
 -- ARGV[8] - ttl, ttr and utube key: '' (none), or '<ttl ms>|<ttr ms>|<d>|<key>' (any part
---           may be empty; 'd': dead-letter the item when it expires, else drop it): written to
---           :pressure:meta for every item, the ttl counted from when it is due (a delay extends it).
+--           may be empty; 'd': dead-letter the item when it expires, else drop it): the state of
+--           every item put (lib.lua state_of), the ttl counted from when it is due (a delay extends it).
 --           With a key (FIFO queues, no delay), an item enters the queue only when it is its
 --           key's only one; else it waits behind the others in its key's list
 -- ARGV[9..] - more items for put_many: on a FIFO queue each is its payload, on LIFO and
@@ -59,9 +61,9 @@ local produced_messages = items_key .. ':stats:produced_messages'
 local produced_bytes = items_key .. ':stats:produced_bytes'
 local ext = items_key .. ':pressure:'
 local waiter_key, lease_key, delivery_seq, delayed = ext .. 'waiter', ext .. 'lease', ext .. 'delivery_seq', ext .. 'delayed'
-local meta, utube, utube_key = nil, nil, nil
+local meta, utube, utube_key, copies = nil, nil, nil, nil
 if meta_arg ~= '' then
-  meta, utube = ext .. 'meta', ext .. 'utube'
+  meta, utube, copies = ext .. 'meta', ext .. 'utube', ext .. 'redeliveries'
   utube_key = string.match(meta_arg, '^[^|]*|[^|]*|[^|]*|(.+)$')
 end
 -- the string keys in one MGET (lib.lua read: a false value is read again with GET)
@@ -121,13 +123,19 @@ local expires_at = ''
 if meta_arg ~= '' then
   local ttl, rest = string.match(meta_arg, '^(%d*)(|.*)$')
   if ttl ~= '' then expires_at = now_ms() + delay + tonumber(ttl) end
-  meta_arg = expires_at .. rest
+  meta_arg = '|' .. expires_at .. rest  -- each item's state: no deliveries yet
 end
--- the item as stored, with its ttl and ttr if it has any
+-- the item as stored; its state (if it has one) kept as a queued copy's
 local function stored(item, order)
   local wrapped = items_wrap(delivery_seq, item, order)
-  if meta_arg ~= '' then redis.call('HSET', meta, redis.sha1hex(wrapped), meta_arg) end
+  if meta_arg ~= '' then copies_push(copies, wrapped, meta_arg, false) end
   return wrapped
+end
+-- into the sorted set, due at `due`, with its state (if it has one) as a delayed copy's
+local function put_delayed(due, item, order)
+  local member = delayed_member(delivery_seq, items_wrap(delivery_seq, item, order))
+  redis.call('ZADD', delayed, due, member)
+  if meta_arg ~= '' then redis.call('HSET', meta, 'z' .. string.sub(member, 1, 16), meta_arg) end
 end
 if delay > 0 then
   -- into the sorted set, due in `delay` ms, the batch in order, as far as the bound allows
@@ -135,12 +143,11 @@ if delay > 0 then
   local room = more
   if bound > 0 then room = math.min(more, bound - len - waiting - 1) end
   local bytes = #payload
-  redis.call('ZADD', delayed, due, delayed_member(delivery_seq, stored(payload, order_key)))
+  put_delayed(due, payload, order_key)
   for i = 1, room do
     local first = 9 + (i - 1) * ITEM_ARGS
     bytes = bytes + #ARGV[first]
-    redis.call('ZADD', delayed, due,
-               delayed_member(delivery_seq, stored(ARGV[first], ARGV[first + 1] or '')))
+    put_delayed(due, ARGV[first], ARGV[first + 1] or '')
   end
   put = put + room
   waiting = waiting + put
@@ -155,11 +162,11 @@ elseif utube_key then
     local item = payload
     if i > 0 then item = ARGV[8 + i] end
     bytes = bytes + #item
-    local wrapped = stored(item, '')
     if redis.call('HINCRBY', utube, utube_key, '1') == 1 then
-      len = items_push(items_key, wrapped)
+      len = items_push(items_key, stored(item, ''))
     else
-      redis.call('LPUSH', utube .. ':' .. utube_key, wrapped)
+      redis.call('LPUSH', utube .. ':' .. utube_key, item)
+      redis.call('LPUSH', utube .. '_meta:' .. utube_key, meta_arg)
     end
   end
   put = 1 + room

@@ -14,9 +14,10 @@
 -- default-mode consumer (record ending in '|d') drops its in-flight entries and held
 -- batch (get.lua 'batch') as soon as its get has the items in hand, so what is left
 -- there was never returned by its get. A requeued item leaves :stats:consumed_* (it
--- is back in the list) and its delivery count is kept in :pressure:redeliveries under
--- sha1(payload). An entry that no consumed message accounts for is dropped, never
--- requeued. A waiter is woken when items come back (lib.lua nudge_waiter).
+-- is back in the list) and keeps its own state, its delivery count with its ttl, ttr and
+-- utube key (lib.lua state_of): as a queued copy's (lib.lua copies_push), or a delayed one's.
+-- An entry that no consumed message accounts for is dropped, never requeued. A waiter is
+-- woken when items come back (lib.lua nudge_waiter).
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :stats:consumed_messages
 -- KEYS[3]  - :stats:consumed_bytes
@@ -24,15 +25,16 @@
 -- KEYS[5]  - :pressure:waiter
 -- KEYS[6]  - :pressure:lease
 -- KEYS[7]  - :pressure:consumers (hash: identifier -> 'host|pid|start|ms|mode')
--- KEYS[8]  - :pressure:redeliveries
+-- KEYS[8]  - :pressure:redeliveries (the states of queued copies, with the lists named after
+--            it; lib.lua copies_push)
 -- KEYS[9]  - :pressure:dead (dead-letter list of entries)
 -- KEYS[10] - :pressure:sweep (rate limit of 'sweep')
 -- KEYS[11] - :bound
 -- KEYS[12] - :not_full
 -- KEYS[13] - :pressure:delivery_seq (numbers the members of :pressure:delayed)
 -- KEYS[14] - :pressure:delayed (sorted set of delayed items by due time; see lib.lua)
--- KEYS[15] - :pressure:meta ('sweep': an item's ttr replaces its consumer's visibility
---            timeout; see lib.lua meta_of)
+-- KEYS[15] - :pressure:meta (the states of taken and delayed copies; lib.lua state_of; 'sweep':
+--            an item's ttr replaces its consumer's visibility timeout)
 -- KEYS[16] - :pressure:counts (lifecycle counters: 'release', 'bury', 'returned' (items
 --            requeued, each of which left :stats:consumed_messages) and 'dead' (delivered
 --            items dead-lettered, buried ones included))
@@ -65,17 +67,18 @@ local delay = tonumber(ARGV[9]) or 0
 local meta, counts_key, reason = KEYS[15], KEYS[16], ARGV[10]
 local utube = KEYS[17]
 
--- an item goes to the dead letters: its ttl, ttr and key go (a kicked item starts afresh), and
--- its key (utube), if it has one, lets the next one in
-local function dead_lettered(payload)
-  if redis.call('EXISTS', meta) == 0 then return end
-  local m = meta_of(meta, payload)
-  if m then
-    utube_done(utube, m, items_key, items_push_all)
-    redis.call('HDEL', meta, redis.sha1hex(payload))
-  end
-end
 local requeued, dead = 0, 0
+local has_meta = nil  -- whether :pressure:meta exists, asked once
+
+-- The ttl, ttr and key of the copy delivered as `seq` ('|<expires>|<ttr>|<d>|<key>'), taken out
+-- of :pressure:meta, or nil.
+local function taken_state(seq)
+  if has_meta == nil then has_meta = redis.call('EXISTS', meta) == 1 end
+  if not has_meta then return nil end
+  local raw = redis.call('HGET', meta, 'd' .. seq)
+  if raw then redis.call('HDEL', meta, 'd' .. seq) end
+  return raw
+end
 
 local function requeue(entry)
   local seq, deliveries, ms, payload = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
@@ -87,28 +90,27 @@ local function requeue(entry)
     -- again by plain spec clients, which cannot know our keys): it must not enter this one
     return
   end
-  if reason == 'buried' then
-    redis.call('LPUSH', dead_letters, 'buried.' .. entry)
-    dead_lettered(payload)
-    dead = dead + 1
-    return
-  end
-  if max_deliveries > 0 and deliveries >= max_deliveries then
+  local taken = taken_state(seq)
+  if reason == 'buried' or (max_deliveries > 0 and deliveries >= max_deliveries) then
+    -- its state goes (a kicked item starts afresh), and its utube key lets the next one in
+    if reason == 'buried' then entry = 'buried.' .. entry end
     redis.call('LPUSH', dead_letters, entry)
-    dead_lettered(payload)
+    if taken then utube_done(utube, state_of(taken), items_key, items_push_all) end
     dead = dead + 1
     return
   end
+  local state = deliveries .. (taken or NO_META)
   if delay > 0 then
-    redis.call('ZADD', delayed, now_ms() + delay, delayed_member(delivery_seq, payload))
+    local member = delayed_member(delivery_seq, payload)
+    redis.call('ZADD', delayed, now_ms() + delay, member)
+    redis.call('HSET', meta, 'z' .. string.sub(member, 1, 16), state)
+    has_meta = true
   else
     items_return(items_key, payload)
+    copies_push(redeliveries, payload, state, true)
   end
   redis.call('DECR', consumed_messages)
   redis.call('DECRBY', consumed_bytes, items_size(payload))
-  local digest = redis.sha1hex(payload)
-  local known = tonumber(redis.call('HGET', redeliveries, digest) or '0')
-  if deliveries > known then redis.call('HSET', redeliveries, digest, deliveries) end
   requeued = requeued + 1
 end
 
@@ -205,7 +207,7 @@ else
   end
   local now = redis.call('TIME')
   now = now[1] * 1000 + math.floor(now[2] / 1000)
-  local has_meta = redis.call('EXISTS', meta) == 1
+  local stated = redis.call('EXISTS', meta) == 1
   local records = redis.call('HGETALL', consumers)
   for i = 1, #records, 2 do
     local id = records[i]
@@ -220,10 +222,11 @@ else
     end
     for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
       for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
-        local ms = tonumber(string.match(entry, '^[^:]*:[^:]*:([^:]*):'))
+        local seq, ms = string.match(entry, '^([^:]*):[^:]*:([^:]*):')
+        ms = tonumber(ms)
         local limit = visibility
-        if has_meta and ms then
-          local m = meta_of(meta, string.match(entry, '^[^:]*:[^:]*:[^:]*:(.*)$'))
+        if stated and ms then
+          local m = state_of(redis.call('HGET', meta, 'd' .. seq))
           if m and m.ttr then limit = m.ttr end
         end
         if limit > 0 and ms and ms + limit <= now then
