@@ -138,8 +138,8 @@ class Inspection(Generic[T]):
                 raise ProtocolError(f"{name} holds {value!r}, not an integer")
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         # the lifecycle's figures: a second atomic step (lua/stats.lua)
-        _, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
-                                                     mutating=False)
+        _, delayed, taken, _, consumers, unfinished, *flat = self._call(
+            STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
         # acknowledged (in the default mode and by a spec client, as the get returned it)
@@ -150,8 +150,9 @@ class Inspection(Generic[T]):
         return QueueStatistics(
             name=self._name, size=length, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
+            discarded_messages=discarded, unfinished_tasks=unfinished, dead_letters=dead,
             producer=None if producer is None else producer.decode(errors="replace"),
             consumer=None if consumer is None else consumer.decode(errors="replace"),
             delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
+            consumers=consumers,
         )

@@ -4,9 +4,9 @@
 -- in this order, at what consumers hold (in flight or in their inbox), the queue, the
 -- delayed items and the dead letters: O(n) in all of them (an operator's tool). Items
 -- with identical bytes share an id: the first found is the one.
--- A deleted item that was ready or delayed counts as done (as a discarded one); one a
--- consumer holds does not (its consumer's task_done() counts it; its ack finds it gone),
--- nor does a dead letter (as purge_dead).
+-- A deleted item counts as done (lib.lua tasks_ended), once: ready, delayed or taken (its
+-- consumer's ack then finds it gone, and counts nothing); a dead letter was counted when it
+-- was dead-lettered (as purge_dead).
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :pressure:delayed
 -- KEYS[3]  - :pressure:dead
@@ -37,16 +37,14 @@ local function matches(item)
   return redis.sha1hex(items_payload(item)) == task_id
 end
 
--- the item is gone: its ttl and ttr with it, and counted
-local function deleted(item, done)
+-- the item is gone: its ttl and ttr with it, and counted (`done`: as done, unless it was
+-- counted already; `queued`: it was ready or delayed, and leaves room under the bound)
+local function deleted(item, done, queued)
   utube_done(utube, meta_of(meta, item), items_key, items_push_all)
   redis.call('HDEL', meta, redis.sha1hex(item))
   redis.call('HINCRBY', counts_key, 'delete', '1')
-  if done then
-    local produced = counter(produced_messages)
-    if counter(tasks_done) < produced and redis.call('INCR', tasks_done) >= produced then
-      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', produced)
-    end
+  if done then tasks_ended(produced_messages, tasks_done, all_tasks_done, 1) end
+  if queued then
     local bound = bound_of(redis.call('GET', bound_key))
     if bound then
       keep_permit(not_full, items_len(items_key) + redis.call('ZCARD', delayed), bound,
@@ -63,7 +61,7 @@ for _, id in ipairs(redis.call('HKEYS', consumers)) do
       if seq and seq ~= 's' and matches(item) then
         if deleting then
           redis.call('LREM', key, '1', entry)
-          deleted(item, false)
+          deleted(item, true, false)
           redis.call('HINCRBY', counts_key, 'delete_taken', '1')
         end
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
@@ -76,7 +74,7 @@ for _, item in ipairs(items_all(items_key)) do
   if matches(item) then
     if deleting then
       items_remove(items_key, item)
-      deleted(item, true)
+      deleted(item, true, true)
     end
     return {'ready', items_payload(item), 0, '', ''}
   end
@@ -87,7 +85,7 @@ for _, member in ipairs(redis.call('ZRANGE', delayed, '0', '-1')) do
   if matches(item) then
     if deleting then
       redis.call('ZREM', delayed, member)
-      deleted(item, true)
+      deleted(item, true, true)
     end
     return {'delayed', items_payload(item), 0, '', ''}
   end
@@ -98,7 +96,7 @@ for _, entry in ipairs(redis.call('LRANGE', dead_letters, '0', '-1')) do
   if item and matches(item) then
     if deleting then
       redis.call('LREM', dead_letters, '1', entry)
-      deleted(item, false)
+      deleted(item, false, false)
     end
     return {'buried', items_payload(item), tonumber(deliveries) or 0, '', seq}
   end
