@@ -21,6 +21,9 @@ from pressure import serializers
 from pressure.aio import AsyncQueue
 from pressure.cli import cli as pressure_cli
 
+from . import executor_tasks as tasks
+from .test_executor import gate, make_executor  # noqa: F401 - fixtures
+
 SOON = 30.0
 
 
@@ -278,3 +281,19 @@ def test_an_executor_shows_no_running_task_for_a_wake_up(url: str, prefix: str, 
     assert (row["name"], row["queued"], row["running"]) == ("crunch", 1, 1)
     assert tasks.statistics().taken == 1
     assert _metrics(url, prefix)[("pressure_executor_tasks/running", "crunch")] == 1
+
+
+def test_an_executors_settled_tasks_count_as_done(url: str, prefix: str,
+                                                  make_executor: Any) -> None:  # noqa: F811
+    """A worker settles each task it ran (settle.lua): its task queue can be joined."""
+    executor = make_executor("settled", max_workers=1)
+    assert [f.result(timeout=SOON) for f in [executor.submit(tasks.square, i) for i in range(4)]] == [0, 1, 4, 9]
+    queue = pressure.Queue("settled:tasks", url=url, prefix=prefix, serializer="bytes")
+    try:
+        deadline = time.monotonic() + SOON
+        while queue.unfinished_tasks:  # the last settlement may trail its result
+            assert time.monotonic() < deadline, f"{queue.unfinished_tasks} tasks never counted done"
+            time.sleep(0.01)
+        assert queue.statistics().done == 4 and _joined(queue)
+    finally:
+        queue.disconnect()
