@@ -17,10 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .._packing import _script_source
+import redis
+
+from .._packing import _script_sha, _script_source
 from .._scripts import STATS
 from ..cluster import key_slot
 from ..connection import Backend
+from ..errors import BackendError
 from ..executor.admin import _glob_escape
 from ..executor.worker import ALIVE_FOR
 from ..keys import KINDS, ExecutorKeys, QueueKeys
@@ -173,15 +176,25 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     if not refs:
         return []
     calls: list[_Call] = []
+    loads: list[_Call] = []  # the stats script, where the server has not loaded it
     for ref in refs:
         k = ref.keys(prefix)
         b = k.base  # every key of a queue is in its base's slot
         keys = STATS.keys(k)
+        name = STATS.name + ("" if ref.kind == "fifo" else "@" + ref.kind)
         calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
                   (b, "exists", (k.closed,)), (b, "hlen", (k.redeliveries,)),
-                  (b, "eval", (_script_source("stats" + ("" if ref.kind == "fifo" else "@" + ref.kind)),
-                               len(keys), *keys, k.inbox_prefix, k.inflight_prefix, k.held_prefix))]
-    replies = iter(_pipelined(backend, calls, "queue figures", transaction=True))
+                  (b, "evalsha", (_script_sha(name), len(keys), *keys, k.inbox_prefix, k.inflight_prefix,
+                                  k.held_prefix))]
+        loads.append((b, "script_load", (_script_source(name),)))
+    try:
+        got = _pipelined(backend, calls, "queue figures", transaction=True)
+    except BackendError as exc:
+        if not isinstance(exc.__cause__, redis.exceptions.NoScriptError):
+            raise
+        _pipelined(backend, loads, "load the stats script")
+        got = _pipelined(backend, calls, "queue figures", transaction=True)
+    replies = iter(got)
     now = time.monotonic()
     rows = []
     for ref in refs:

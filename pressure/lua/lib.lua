@@ -229,9 +229,11 @@ end
 -- the one definition every view counts by (stats.lua: statistics(), the CLI, the metrics):
 -- the entries of each registered consumer's in-flight list and inbox, wake-up entries 's:'
 -- left out (they hold nothing), and the items of its held batch (its header left out).
+-- Returns that count, and how many consumers are registered.
 local function items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
   local taken = 0
-  for _, id in ipairs(redis.call('HKEYS', consumers)) do
+  local ids = redis.call('HKEYS', consumers)
+  for _, id in ipairs(ids) do
     for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
       local n = redis.call('LLEN', key)
       if n > 0 then taken = taken + n - #redis.call('LPOS', key, 's:', 'COUNT', '0') end
@@ -239,7 +241,7 @@ local function items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
     local held = redis.call('LLEN', held_prefix .. id)
     if held > 0 then taken = taken + held - 1 end  -- its header, then the items
   end
-  return taken
+  return taken, #ids
 end
 
 -- Delayed items (put(..., delay=), release(delay=)) wait in the sorted set :pressure:delayed,

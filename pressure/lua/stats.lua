@@ -19,9 +19,8 @@ local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
 local consumers, counts_key, produced_messages = KEYS[4], KEYS[5], KEYS[6]
 local tasks_done = KEYS[7]
 local inbox_prefix, inflight_prefix, held_prefix = ARGV[1], ARGV[2], ARGV[3]
-local result = {items_len(items_key), redis.call('ZCARD', delayed),
-                items_held(consumers, inbox_prefix, inflight_prefix, held_prefix),
-                redis.call('LLEN', dead_letters), redis.call('HLEN', consumers),
-                unfinished_of(counter(produced_messages), counter(tasks_done))}
+local taken, registered = items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
+local result = {items_len(items_key), redis.call('ZCARD', delayed), taken, redis.call('LLEN', dead_letters),
+                registered, unfinished_of(counter(produced_messages), counter(tasks_done))}
 for _, v in ipairs(redis.call('HGETALL', counts_key)) do result[#result + 1] = v end
 return result
