@@ -139,8 +139,8 @@ class Inspection(Generic[T]):
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         # the items by state (counted as info.lua counts them for qsize()) and the lifecycle's
         # figures: a second atomic step (lua/stats.lua)
-        ready, delayed, taken, _, *flat = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix,
-                                                     mutating=False)
+        ready, delayed, taken, _, consumers, unfinished, *flat = self._call(
+            STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
         # acknowledged (in the default mode and by a spec client, as the get returned it)
@@ -151,8 +151,9 @@ class Inspection(Generic[T]):
         return QueueStatistics(
             name=self._name, size=ready, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
             produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=max(pm - done, 0), dead_letters=dead,
+            discarded_messages=discarded, unfinished_tasks=unfinished, dead_letters=dead,
             producer=None if producer is None else producer.decode(errors="replace"),
             consumer=None if consumer is None else consumer.decode(errors="replace"),
             delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
+            consumers=consumers,
         )

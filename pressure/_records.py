@@ -140,7 +140,7 @@ class QueueStatistics:
     consumed_bytes: int
     #: Items discarded by ``shutdown(immediate=True)``.
     discarded_messages: int
-    #: Items put and not yet marked done with ``task_done()``.
+    #: Items put whose processing has not ended (README, Counting): what ``join()`` waits for.
     unfinished_tasks: int
     #: Items in the dead-letter list.
     dead_letters: int
@@ -151,15 +151,19 @@ class QueueStatistics:
     # the task lifecycle (README, Task lifecycle), as tarantool/queue's statistics() counts it
     #: Items put with a delay, not due yet (not in ``size``).
     delayed: int = 0
-    #: Items a consumer holds: delivered, not acknowledged or given back (in flight).
+    #: Items a consumer holds: delivered, not acknowledged or given back (in flight; wake-up
+    #: entries are not items). The CLI's "in flight" and the metric ``pressure_queue_in_flight``.
     taken: int = 0
-    #: Tasks marked done: task_done() calls, and items discarded or dropped on expiry.
+    #: Tasks done: every item whose processing ended (README, Counting).
     done: int = 0
     #: Items dropped or dead-lettered because their ttl passed before anyone took them (those
     #: a get has not reached yet too).
     expired: int = 0
     #: Calls by kind: put, take, ack, release, bury, kick, delete (items they moved).
     calls: dict[str, int] = field(default_factory=dict)
+    #: Registered consumers: those that got from the queue and have neither left nor been
+    #: found dead (their items taken back). The CLI's "consumers", ``pressure_queue_consumers``.
+    consumers: int = 0
 
     @property
     def tasks(self) -> dict[str, int]:

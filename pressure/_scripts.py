@@ -284,13 +284,13 @@ REQUEUE = QueueScript(
     "requeue",
     lambda k: (k.base, k.consumed_messages, k.consumed_bytes, k.consumer_free, k.waiter, k.lease,
                k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed,
-               k.meta, k.counts, k.utube),
+               k.meta, k.counts, k.utube, k.produced_messages, k.tasks_done, k.all_tasks_done),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
      "held_prefix", "delay_ms", "reason"), RequeueStatus)
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,
-                                      k.not_full, k.counts, k.redeliveries), ("count",))
+                                      k.not_full, k.counts, k.redeliveries, k.tasks_done), ("count",))
 
 class FindStatus(IntEnum):
     """find_item.lua's result when it is not the item's record."""
@@ -304,8 +304,9 @@ FIND_ITEM = QueueScript(
                k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube, k.redeliveries),
     ("mode", "task_id", "inbox_prefix", "inflight_prefix", "delivery"), FindStatus)
 
-#: {ready, delayed, taken, buried, counter name, value, ...} (lua/stats.lua)
-STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts, k.meta, k.utube),
+#: {ready, delayed, taken, buried, consumers, unfinished, counter name, value, ...} (lua/stats.lua)
+STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts, k.meta, k.utube,
+                                        k.produced_messages, k.tasks_done),
                     ("inbox_prefix", "inflight_prefix", "held_prefix"))
 
 
@@ -368,8 +369,10 @@ STARTED = ":started"
 CLAIM = Script("claim", lambda k, inflight: (k.claims, inflight, k.retried, k.lost),
                ("consumer_id", "inflight_prefix"), ClaimStatus,
                more_argv="delivery, task id and max attempts of each task")
-#: keys as CLAIM's; how many deliveries were acknowledged
-SETTLE = Script("settle", lambda k, inflight: (k.claims, inflight), ("consumer_id",),
+#: keys: the executor's, the worker's in-flight list of the task queue and the task queue's
+#: (``QueueKeys``) task counters; how many deliveries were acknowledged
+SETTLE = Script("settle", lambda k, inflight, tasks: (k.claims, inflight, tasks.produced_messages,
+                                                      tasks.tasks_done, tasks.all_tasks_done), ("consumer_id",),
                 more_argv="delivery and task id pairs")
 
 

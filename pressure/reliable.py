@@ -76,7 +76,8 @@ class Delivery(Generic[T]):
         return self._queue._find_item("delete", self.task_id, self.id) is not None
 
     def ack(self) -> bool:
-        """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
+        """Acknowledge: the item leaves Redis, and counts as done for ``join()``. False if it was
+        already acknowledged or requeued (then nothing is counted)."""
         return self._queue._ack(self, task_done=False)
 
     def release(self, *, delay: float | None = None) -> bool:
@@ -353,9 +354,12 @@ class Reliability(Generic[T]):
         Raises a ValueError if called more times than there were items
         placed in the queue.
 
-        In reliable mode it acknowledges this handle's oldest delivery, exactly once: if
-        it raises (e.g. OutcomeUnknown after a lost reply), calling it again finishes
-        that same delivery's count, never a second one.
+        In reliable mode it acknowledges this handle's oldest delivery of ``get()`` /
+        ``get_many()``, exactly once: if it raises (e.g. OutcomeUnknown after a lost
+        reply), calling it again finishes that same delivery's count, never a second one.
+        A delivery counts once however its processing ends (see ``unfinished_tasks``), so
+        with none held (``receive()``'s deliveries are settled by their own ``ack()``...)
+        it raises ValueError, as a call too many.
         """
         unacked = self._consumer.unacked
         self._settle_owed()
@@ -377,6 +381,9 @@ class Reliability(Generic[T]):
                     unacked.appendleft(delivery)  # still first in line: task_done() again is exact
                     raise
                 return
+            # every delivery counts once as its processing ends (ack, release, ...: README,
+            # Counting): one this handle's gets did not return has nothing left to count
+            raise ValueError("task_done() called too many times")
         # the default mode: a task_done() for an item this handle's gets returned posts its
         # count (no round trip of its own, as in reliable mode); one for none (a call too
         # many, or another handle's item) waits for its reply, so that the ValueError of a
@@ -422,7 +429,16 @@ class Reliability(Generic[T]):
 
     @property
     def unfinished_tasks(self) -> int:
-        """Items put (by any client) and not yet marked done."""
+        """Items put (by any client) whose processing has not ended: what ``join()`` waits for.
+
+        Each item counts once, as its processing ends: acknowledged (``task_done()``,
+        ``Delivery.ack()``, an Executor's worker settling it), deleted (``Delivery.delete()``,
+        ``delete_item()``), expired, dead-lettered (``Delivery.bury()``, ``max_deliveries``
+        reached, an item that cannot be loaded or verified), discarded
+        (``shutdown(immediate=True)``), or, in the default mode, marked done by
+        ``task_done()`` (the get handed it over). An item that comes back (released,
+        requeued from a dead consumer or past its visibility timeout) is not done; a dead
+        letter ``kick()`` restores is unfinished again. (README, Counting.)"""
         self._settle_owed(flush=True)
         unfinished, _ = self._call(JOIN_CHECK, mutating=False)
         if unfinished == JoinCheckStatus.NO_QUEUE:
@@ -435,8 +451,9 @@ class Reliability(Generic[T]):
         The count of unfinished tasks goes up whenever an item is added to the
         queue, by any client. The count goes down whenever a consumer calls
         task_done() to indicate that the item was retrieved and all work on it
-        is complete. When the count of unfinished tasks drops to zero, join()
-        unblocks.
+        is complete, and whenever an item's processing ends another way
+        (``Delivery.ack()``, a dead letter, a deletion...: see ``unfinished_tasks``).
+        When the count of unfinished tasks drops to zero, join() unblocks.
         """
         self._settle_owed(flush=True)  # this handle's own task_done()s count first
         backend = self._backend
@@ -501,8 +518,8 @@ class Reliability(Generic[T]):
 
     def delete_item(self, task_id: str) -> TaskInfo[T] | None:
         """Remove one item by its task id, in any state (tarantool's ``delete``), and return
-        what it was; None if there is no such item. A ready or delayed item counts as done
-        (as a discarded one); a taken one is its consumer's to count. O(n)."""
+        what it was; None if there is no such item. It counts as done (``unfinished_tasks``),
+        once: a taken one's ``ack()`` then counts nothing; a dead letter counted already. O(n)."""
         return self._find_item("delete", task_id)
 
     def _find_item(self, mode: str, task_id: str, own: str = "") -> TaskInfo[T] | None:

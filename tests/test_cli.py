@@ -162,7 +162,8 @@ def test_ls_shows_every_kind_with_its_figures(cli: Run, queues: Callable[..., pr
                          ["stack", "lifo", "1", "-", "no", "0", "0", "0"]]
     rows = json.loads(cli("ls", "--json").stdout)
     assert rows[0] == {"name": "jobs", "kind": "fifo", "size": 2, "bound": 10, "closed": False, "consumers": 1,
-                       "in_flight": 1, "dead_letters": 0, "redelivered": 0, "produced": 3, "consumed": 1}
+                       "in_flight": 1, "dead_letters": 0, "redelivered": 0, "produced": 3, "consumed": 1,
+                       "unfinished": 3}
     assert [row["name"] for row in rows] == ["jobs", "other:name", "prio", "stack"]
 
 

@@ -61,7 +61,7 @@ class Claims:
         return int(CANCEL.call(self.backend, CANCEL.keys(self.keys), (task_id, self.queue.inflight_prefix)))
 
     def settle(self, consumer: str, delivery: int, task_id: str) -> int:
-        keys = SETTLE.keys(self.keys, self.queue.inflight(consumer))
+        keys = SETTLE.keys(self.keys, self.queue.inflight(consumer), self.queue)
         return int(SETTLE.call(self.backend, keys, (consumer, delivery, task_id)))
 
     def mark(self, task_id: str) -> str | None:

@@ -303,8 +303,9 @@ def test_an_expired_item_can_be_dead_lettered(make_queue: Any, r: redis.Redis) -
         q.get_nowait()
     dead = q.dead_letters()
     assert [(pickle.loads(d.payload), d.reason) for d in dead] == [("a", "expired"), ("b", "expired")]
-    assert q.unfinished_tasks == 2  # not done: kick() brings them back (with no ttl left to run)
+    assert q.unfinished_tasks == 0  # done, as dead letters: join() does not wait for them
     assert q.kick() == 2
+    assert q.unfinished_tasks == 2  # back in the queue (with no ttl left to run): not done again
 
 
 def test_a_delay_extends_the_ttl(make_queue: Any) -> None:
@@ -400,16 +401,18 @@ def test_statistics_per_state(make_queue: Any) -> None:
     d = q.receive(block=False)
     d.release(delay=60)
     s = q.statistics()
-    # "gone" is past its ttl: not ready, expired at once (a get drops it on the way)
-    assert s.tasks == {"total": 4, "ready": 0, "taken": 1, "delayed": 2, "buried": 1, "done": 0,
+    # "gone" is past its ttl: not ready, expired at once (a get drops it on the way); done: b
+    # (buried) and c (acknowledged), each once; d given back is not
+    assert s.tasks == {"total": 4, "ready": 0, "taken": 1, "delayed": 2, "buried": 1, "done": 2,
                        "expired": 1}
+    assert s.unfinished_tasks == 4
     with pytest.raises(pressure.Empty):
         q.receive(block=False)  # "gone" is past its ttl: dropped on the way
     taken.ack()
-    q.task_done()
     s = q.statistics()
-    assert s.tasks == {"total": 3, "ready": 0, "taken": 0, "delayed": 2, "buried": 1, "done": 2,
+    assert s.tasks == {"total": 3, "ready": 0, "taken": 0, "delayed": 2, "buried": 1, "done": 4,
                        "expired": 1}
+    assert s.unfinished_tasks == 2  # "later" and d, delayed
     assert s.calls == {"put": 6, "take": 5, "ack": 2, "release": 2, "bury": 1, "kick": 0, "delete": 0}
 
 
@@ -452,7 +455,8 @@ def test_peek_and_delete_an_item_in_every_state(make_queue: Any, r: redis.Redis)
         assert q.peek_item(task_id) is None and q.delete_item(task_id) is None
     s = q.statistics()
     assert s.tasks["total"] == 0 and s.calls["delete"] == 4
-    assert s.done == before.done + 2  # ready and delayed count as done; taken and buried do not
+    # ready, delayed and taken count as done as they are deleted; buried counted when buried
+    assert s.done == before.done + 3 and s.unfinished_tasks == 0
     assert not held.ack()  # deleted under its consumer
     assert_invariants(r, q)
 

@@ -186,10 +186,16 @@ class QueueMachine(RuleBasedStateMachine):
         """A released delivery: to the head of the queue, or past max_deliveries to the dead letters."""
         if self.max_deliveries is not None and deliveries >= self.max_deliveries:
             self.dead.append((entry, deliveries))
+            self.ended()  # a dead letter's processing has ended
         else:
             self.items.appendleft(Entry(entry.item, entry.size, deliveries))
             self.consumed -= 1
             self.consumed_bytes -= entry.size
+
+    def ended(self) -> None:
+        """An item's processing ended (acknowledged, dead-lettered: README, Counting): one task
+        done, the count never going past the items put."""
+        self.unfinished = max(self.unfinished - 1, 0)
 
     # -- producers -----------------------------------------------------------------------
 
@@ -286,6 +292,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.give_back(o.entry, o.deliveries)  # to the head of the queue, or dead-lettered
         else:
             assert o.delivery.ack() is True
+            self.ended()
 
     @precondition(lambda self: any(o.delivery is not None for o in self.outstanding))
     @rule(i=st.integers(min_value=0, max_value=20), release=st.booleans())
@@ -312,14 +319,20 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(h=HANDLE)
     def task_done(self, h: int) -> None:
         q = self.handle(h)
-        got: list[Outstanding] = []
         posted = False  # whether it may post (README: one round trip per item), not wait
         if q is self.reliable:
             got = [o for o in self.outstanding if o.delivery is None]
-            if got:  # task_done() acknowledges the oldest item this handle got, even if it then raises
-                self.outstanding.remove(got[0])
-                posted = True
-        elif self.owing[id(q)] > 0:  # for an item this handle got: its count may be posted
+            if not got:  # every delivery counts as it ends: none of get()'s left to count
+                with pytest.raises(ValueError, match=r"^task_done\(\) called too many times$"):
+                    q.task_done()
+                return
+            # it acknowledges the oldest item this handle got, which counts it (never refused)
+            self.outstanding.remove(got[0])
+            q.task_done()
+            self.ended()
+            assert q.unfinished_tasks == self.unfinished
+            return
+        if self.owing[id(q)] > 0:  # for an item this handle got: its count may be posted
             self.owing[id(q)] -= 1
             posted = True
         if self.unfinished == 0:
@@ -402,8 +415,9 @@ class QueueMachine(RuleBasedStateMachine):
         k = len(self.dead) if n is None else min(n, len(self.dead))
         assert self.handle(h).kick(n) == k
         moved, self.dead = self.dead[:k], self.dead[k:]
-        # oldest first, to the head of the queue, with a fresh delivery count
+        # oldest first, to the head of the queue, with a fresh delivery count; unfinished again
         self.items.extendleft(Entry(e.item, e.size, 0) for e, _ in reversed(moved))
+        self.unfinished += min(k, self.produced - self.unfinished)
         self.consumed -= k
         self.consumed_bytes -= sum(e.size for e, _ in moved)
 

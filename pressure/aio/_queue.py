@@ -333,7 +333,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         """Mark one item as processed (by any client, for every client's ``join``). Awaitable,
         unlike asyncio.Queue's; ValueError if called more times than items were put. In
         reliable mode it acknowledges this handle's oldest delivery of ``get``/``get_many``,
-        exactly once (if it raises, calling it again finishes that same delivery's count);
+        exactly once (if it raises, calling it again finishes that same delivery's count;
+        ValueError if the handle holds none: see ``Queue.unfinished_tasks``);
         cancelled, it still completes. While no get uses the handle's connection, the
         acknowledgement (reliable mode), or the count of an item this handle's gets returned
         (default mode), is posted: no round trip of its own (``_Settling._post_ack``,
@@ -346,7 +347,10 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
                 return
             if await self._link.shielded(self._task_done_reliable()):
                 return
-        # the default mode (or reliable, for no delivery): a task_done() for an item this
+            # every delivery counts once as its processing ends (README, Counting): one this
+            # handle's gets did not return has nothing left to count
+            raise ValueError("task_done() called too many times")
+        # the default mode: a task_done() for an item this
         # handle's gets returned posts its count; one for none (a call too many, or another
         # handle's item) waits for its reply, so that its ValueError comes from the call itself
         try:

@@ -171,7 +171,7 @@ class _Settling(Generic[T]):
         exactly once across lost replies (as the sync handle: after a lost reply, ask again
         in the form that counts only if the first did not run). Posted, where it can be
         (``_post_ack``): no round trip of its own. False if the handle holds no delivery
-        (then task_done counts a task of no delivery, as the sync handle does)."""
+        (then task_done is a call too many, as the sync handle's)."""
         async with self._settle_lock:
             if not self._unacked:
                 return False

@@ -247,10 +247,8 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
     if interval > 0:
         time.sleep(interval)
     stats, seconds = queue.statistics(), time.monotonic() - start
-    rows = queue_rows(env.backend, env.prefix, [ref])
     figures: dict[str, Any] = {**asdict(stats), "tasks": stats.tasks, "kind": ref.kind,
-                               "consumers": rows[0].consumers if rows else 0,
-                               "in_flight": rows[0].in_flight if rows else 0}
+                               "in_flight": stats.taken}
     if interval > 0:
         figures["put_per_s"] = _rate(stats.produced_messages, first.produced_messages, seconds)
         figures["get_per_s"] = _rate(stats.consumed_messages, first.consumed_messages, seconds)
@@ -269,7 +267,7 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
         lines.append(("rates", f"{figures['put_per_s']:.1f} put/s, {figures['get_per_s']:.1f} get/s "
                                f"(over {seconds:.1f} s)"))
     lines += [
-        ("unfinished", f"{stats.unfinished_tasks} tasks (put, not yet task_done)"),
+        ("unfinished", f"{stats.unfinished_tasks} tasks (put, processing not ended)"),
         ("discarded", str(stats.discarded_messages)),
         ("consumers", str(figures["consumers"])),
         ("in flight", str(figures["in_flight"])),

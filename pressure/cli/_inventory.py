@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._packing import _script_sha, _script_source
-from .._scripts import INFO, QueueScript
+from .._scripts import STATS, QueueScript
 from ..cluster import key_slot
 from ..connection import Backend
 from ..executor.admin import _glob_escape
@@ -49,6 +49,8 @@ class QueueRow:
     size: int
     bound: int
     closed: bool
+    #: these four as ``Queue.statistics()`` counts them (lua/stats.lua): registered consumers,
+    #: items they hold (delivered, not settled), dead letters, and unfinished tasks
     consumers: int
     in_flight: int
     dead_letters: int
@@ -57,6 +59,7 @@ class QueueRow:
     redelivered: int
     produced: int
     consumed: int
+    unfinished: int
     #: when it was read (time.monotonic(), for rates)
     at: float
 
@@ -182,34 +185,29 @@ def find_queue(backend: Backend, prefix: str, name: str, kind: str | None = None
 
 
 def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[QueueRow]:
-    """The figures of the queues ``refs`` (those deleted meanwhile left out): two round trips."""
+    """The figures of the queues ``refs`` (those deleted meanwhile left out): one round trip
+    (one per hash slot on a cluster). The consumers, the items they hold, the dead letters and
+    the unfinished tasks are stats.lua's, as ``Queue.statistics()`` reads them."""
     if not refs:
         return []
-    all_keys = [ref.keys(prefix) for ref in refs]
-    consumers = _pipelined(backend, [(k.base, "hkeys", (k.consumers,)) for k in all_keys], "queue consumers")
     calls: list[_Call] = []
-    for ref, k, cids in zip(refs, all_keys, consumers):
+    for ref in refs:
+        k = ref.keys(prefix)
         b = k.base  # every key of a queue is in its base's slot
         calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
-                  _script_call(INFO, ref, k, ""),  # the size as qsize() counts it
-                  (b, "exists", (k.closed,)), (b, "llen", (k.dead,)), (b, "hlen", (k.redeliveries,))]
-        for cid in cids:
-            calls += [(b, "llen", (k.inflight(_text(cid)),)), (b, "lrange", (k.inbox(_text(cid)), 0, -1)),
-                      (b, "llen", (k.held(_text(cid)),))]
+                  (b, "exists", (k.closed,)), (b, "hlen", (k.redeliveries,)),
+                  # the size as qsize() counts it, and what every view counts as statistics() does
+                  _script_call(STATS, ref, k, k.inbox_prefix, k.inflight_prefix, k.held_prefix)]
     replies = iter(_pipelined(backend, calls, "queue figures", transaction=True))
     now = time.monotonic()
     rows = []
-    for ref, cids in zip(refs, consumers):
-        (bound, produced, consumed), info, closed, dead, redelivered = (next(replies) for _ in range(5))
-        size = info[1]
-        in_flight = 0
-        for _ in cids:
-            inflight, inbox, held = next(replies), next(replies), next(replies)
-            in_flight += inflight + sum(1 for e in inbox if not e.startswith(b"s:")) + max(held - 1, 0)
+    for ref in refs:
+        (bound, produced, consumed), closed, redelivered = next(replies), next(replies), next(replies)
+        size, _, in_flight, dead, consumers, unfinished, *_ = next(replies)
         if bound is None:
             continue  # deleted since it was found
-        rows.append(QueueRow(ref.name, ref.kind, size, _int(bound), bool(closed), len(cids), in_flight,
-                             dead, redelivered, _int(produced), _int(consumed), now))
+        rows.append(QueueRow(ref.name, ref.kind, size, _int(bound), bool(closed), consumers, in_flight,
+                             dead, redelivered, _int(produced), _int(consumed), unfinished, now))
     return rows
 
 

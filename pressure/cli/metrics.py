@@ -8,9 +8,12 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
   ``pressure_queue_bound`` (0 = unbounded), ``pressure_queue_closed``,
   ``pressure_queue_produced_total``, ``pressure_queue_consumed_total``,
   ``pressure_queue_in_flight``, ``pressure_queue_consumers``,
-  ``pressure_queue_dead_letters``, ``pressure_queue_redelivered`` (items waiting in the
-  queue with a state of their own: given back after a delivery, kicked, or put with a ttl, ttr
-  or key; identical copies count once);
+  ``pressure_queue_dead_letters``, ``pressure_queue_unfinished_tasks``,
+  ``pressure_queue_redelivered`` (items waiting in the queue with a state of their own: given
+  back after a delivery, kicked, or put with a ttl, ttr or key; identical copies count once);
+  in flight, consumers, dead letters and unfinished tasks are counted as
+  ``Queue.statistics()`` counts them (``taken``, ``consumers``, ``dead_letters``,
+  ``unfinished_tasks``: lua/stats.lua);
 * per executor (labels ``prefix``, ``executor``): ``pressure_executor_tasks{state}``
   (queued, running), ``pressure_executor_tasks_finished_total{state}`` (done, failed,
   retried, lost) and ``pressure_executor_workers_alive``;
@@ -67,8 +70,12 @@ class Collector(_Base):
             "closed": gauge("pressure_queue_closed", "1 if the queue is closed (shut down)"),
             "produced": CounterMetricFamily("pressure_queue_produced", "Items ever put", labels=labels),
             "consumed": CounterMetricFamily("pressure_queue_consumed", "Items ever got", labels=labels),
-            "in_flight": gauge("pressure_queue_in_flight", "Items delivered and not acknowledged"),
-            "consumers": gauge("pressure_queue_consumers", "Consumers registered on the queue"),
+            "in_flight": gauge("pressure_queue_in_flight",
+                               "Items consumers hold: delivered, not settled (statistics().taken)"),
+            "consumers": gauge("pressure_queue_consumers",
+                               "Consumers registered on the queue: not left, not found dead"),
+            "unfinished": gauge("pressure_queue_unfinished_tasks",
+                                "Tasks whose processing has not ended: what join() waits for"),
             "dead_letters": gauge("pressure_queue_dead_letters", "Items in the dead-letter list"),
             "redelivered": gauge("pressure_queue_redelivered",
                                  "Items waiting with a state of their own (given back, kicked, or put with a "

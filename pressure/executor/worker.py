@@ -460,7 +460,7 @@ class _Worker:
         settle: list[bytes | str] = [self.consumer]
         for delivery, _ in done:
             settle += (delivery.id, delivery.item.id)
-        calls.append((SETTLE.command(self.keys, self.inflight, more=len(settle) - 1), settle))
+        calls.append((SETTLE.command(self.keys, self.inflight, self.tasks.keys, more=len(settle) - 1), settle))
         return calls, puts
 
     def _check_replies(self, puts: list[tuple[Queue[bytes], list[bytes], int]], replies: list[Any]) -> None:

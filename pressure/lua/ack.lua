@@ -1,6 +1,7 @@
 -- Acknowledge a delivery: remove its entry from the consumer's in-flight
 -- list. Idempotent: acknowledging twice, or an entry already requeued, is 0.
--- With task_done, also mark one task done (queue.task_done), atomically.
+-- An acknowledged delivery counts its task done, once (lib.lua count_ended): an entry
+-- already gone was counted, or given back, by what removed it.
 -- KEYS[1] - :bound
 -- KEYS[2] - :stats:produced_messages
 -- KEYS[3] - :pressure:tasks_done
@@ -11,24 +12,30 @@
 --           the items <base> (KEYS[5] without ':pressure:meta'), and :pressure:waiter,
 --           :pressure:lease and :pressure:inbox:<waiter> (the waiter is woken)
 -- KEYS[6] - the consumer's in-flight list (:pressure:inflight:<id>)
--- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none; '*'
---           acknowledges everything the consumer holds, in one step: never with task_done)
--- ARGV[2] - '1' to also mark a task done; '2' the same, only if the delivery was still in
---           flight (a task_done sent again after its reply was lost: if the entry is gone,
---           the lost call ran and counted the task, or the item was requeued and its
---           redelivery will count it)
--- return {acked (1/0; with '*', how many), unfinished left or -1 (task_done
--- called too many times) or -4 (no queue) or 0 without task_done}
+-- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none: a default-mode
+--           task_done(); '*' acknowledges everything the consumer holds, in one step)
+-- ARGV[2] - with '-': '1' to count one task done (task_done() in the default mode), '0' not.
+--           With a delivery number: '1' (task_done() in reliable mode: -4 if the queue is gone),
+--           '2' (the same, sent again after a lost reply) or '0' (Delivery.ack()); the task is
+--           counted only if the delivery was still in flight, whichever it is
+-- return {acked (1/0; with '*', how many), unfinished left (0 if nothing was counted) or -1
+-- (task_done called too many times: '-' with nothing left to count) or -4 (no queue)}
 local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
 local all_tasks_done, meta, inflight = KEYS[4], KEYS[5], KEYS[6]
 local delivery, task_done = ARGV[1], ARGV[2]
 
 if delivery == '*' then
   local held = redis.call('LLEN', inflight)
-  if held > 0 and redis.call('EXISTS', meta) == 1 then
-    for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do entry_done(meta, entry, items_push_all) end
+  if held > 0 then
+    held = held - #redis.call('LPOS', inflight, 's:', 'COUNT', '0')  -- wake-ups hold nothing
+    if redis.call('EXISTS', meta) == 1 then
+      for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do entry_done(meta, entry, items_push_all) end
+    end
+    redis.call('DEL', inflight)
+    if held > 0 and redis.call('EXISTS', bound_key) == 1 then
+      tasks_ended(produced_messages, tasks_done, all_tasks_done, held)
+    end
   end
-  redis.call('DEL', inflight)
   return {held, 0}
 end
 local acked = 0
@@ -41,15 +48,19 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
     acked = 1
   end
 end
-if task_done ~= '1' and (task_done ~= '2' or acked == 0) then return {acked, 0} end
+if not ((acked == 1 and delivery ~= 's') or (delivery == '-' and task_done == '1')) then
+  -- nothing to count: a task_done() in reliable mode still learns that the queue is gone
+  if task_done == '1' and redis.call('EXISTS', bound_key) == 0 then return {acked, -4} end
+  return {acked, 0}
+end
 -- the three string keys in one MGET (lib.lua read: a false value is read again)
 local values = redis.call('MGET', bound_key, produced_messages, tasks_done)
-if not values[1] and redis.call('EXISTS', bound_key) == 0 then return {acked, -4} end
+if not values[1] and redis.call('EXISTS', bound_key) == 0 then
+  if task_done == '0' then return {acked, 0} end
+  return {acked, -4}
+end
 local produced = counter_of(produced_messages, values[2])
 local done = counter_of(tasks_done, values[3])
-if done >= produced then return {acked, -1} end
-done = redis.call('INCR', tasks_done)
-if done >= produced then
-  redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', done)
-end
-return {acked, produced - done}
+-- a delivery acknowledged is never refused: its count stops at produced (lib.lua count_ended)
+if acked == 0 and done >= produced then return {acked, -1} end
+return {acked, count_ended(tasks_done, all_tasks_done, produced, done, 1)}

@@ -1,5 +1,5 @@
 -- Discard every queued item, delayed ones too, with the consumer role (shutdown(immediate=True)).
--- Unfinished tasks drop by the number discarded, never below zero.
+-- Each item discarded counts as done (lib.lua count_ended).
 -- KEYS[1] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2] - :bound
 -- KEYS[3] - :consumer_free
@@ -46,13 +46,7 @@ if n > 0 then
   -- what is left of each key is its current item, if a consumer holds it (its ack ends the key)
   redis.call('DEL', utube)
   redis.call('INCRBY', discarded, n)
-  local drop = math.min(n, math.max(produced - done, 0))
-  if drop > 0 then
-    done = redis.call('INCRBY', tasks_done, drop)
-    if done >= produced then
-      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', done)
-    end
-  end
+  count_ended(tasks_done, all_tasks_done, produced, done, n)
 end
 redis.call('LPUSH', not_full, '1')
 redis.call('LTRIM', not_full, '0', '0')

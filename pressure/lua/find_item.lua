@@ -6,9 +6,9 @@
 -- with identical bytes share an id: the first found is the one (queued: the next out); with
 -- ARGV[5] (Delivery.delete), of the taken copies only that delivery. The copy found goes with
 -- its own state (lib.lua state_of).
--- A deleted item that was ready or delayed counts as done (as a discarded one); one a
--- consumer holds does not (its consumer's task_done() counts it; its ack finds it gone),
--- nor does a dead letter (as purge_dead).
+-- A deleted item counts as done (lib.lua tasks_ended), once: ready, delayed or taken (its
+-- consumer's ack then finds it gone, and counts nothing); a dead letter was counted when it
+-- was dead-lettered (as purge_dead).
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :pressure:delayed
 -- KEYS[3]  - :pressure:dead
@@ -43,15 +43,13 @@ local function matches(item)
   return redis.sha1hex(items_payload(item)) == task_id
 end
 
--- the item is gone: its state `s` (state_of) with it, and counted
-local function deleted(s, done)
+-- the item is gone: its state `s` (state_of) with it, and counted (`done`: as done, unless it
+-- was counted already; `queued`: it was ready or delayed, and leaves room under the bound)
+local function deleted(s, done, queued)
   utube_done(utube, s, items_key, items_push_all)
   redis.call('HINCRBY', counts_key, 'delete', '1')
-  if done then
-    local produced = counter(produced_messages)
-    if counter(tasks_done) < produced and redis.call('INCR', tasks_done) >= produced then
-      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', produced)
-    end
+  if done then tasks_ended(produced_messages, tasks_done, all_tasks_done, 1) end
+  if queued then
     local bound = bound_of(redis.call('GET', bound_key))
     if bound then
       keep_permit(not_full, items_len(items_key) + redis.call('ZCARD', delayed), bound,
@@ -75,7 +73,7 @@ for _, id in ipairs(redis.call('HKEYS', consumers)) do
       if seq and seq ~= 's' and (delivery == '' or seq == delivery) and matches(item) then
         if deleting then
           redis.call('LREM', key, '1', entry)
-          deleted(kept_state('d' .. seq), false)
+          deleted(kept_state('d' .. seq), true, false)
           redis.call('HINCRBY', counts_key, 'delete_taken', '1')
         end
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
@@ -88,7 +86,7 @@ for _, item in ipairs(items_all(items_key)) do
   if matches(item) then
     if deleting then
       items_remove(items_key, item)
-      deleted(copies_take(copies, redis.sha1hex(item)), true)
+      deleted(copies_take(copies, redis.sha1hex(item)), true, true)
     end
     return {'ready', items_payload(item), 0, '', ''}
   end
@@ -99,7 +97,7 @@ for _, member in ipairs(redis.call('ZRANGE', delayed, '0', '-1')) do
   if matches(item) then
     if deleting then
       redis.call('ZREM', delayed, member)
-      deleted(kept_state('z' .. string.sub(member, 1, 16)), true)
+      deleted(kept_state('z' .. string.sub(member, 1, 16)), true, true)
     end
     return {'delayed', items_payload(item), 0, '', ''}
   end
@@ -110,7 +108,7 @@ for _, entry in ipairs(redis.call('LRANGE', dead_letters, '0', '-1')) do
   if item and matches(item) then
     if deleting then
       redis.call('LREM', dead_letters, '1', entry)
-      deleted(nil, false)
+      deleted(nil, false, false)
     end
     return {'buried', items_payload(item), tonumber(deliveries) or 0, '', seq}
   end

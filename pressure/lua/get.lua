@@ -52,7 +52,7 @@
 --              come from there): an item taken past its ttl is dropped (or dead-lettered) and
 --              the next one taken; only then are :pressure:counts ('expired'), :pressure:dead (expired
 --              items put with 'd'), :pressure:tasks_done and :pressure:all_tasks_done (an
---              expired item dropped counts as done, as a discarded one) and
+--              expired item counts as done, dropped or dead-lettered: lib.lua tasks_ended) and
 --              :stats:produced_messages used; :pressure:utube with it (an item of a utube
 --              key that expires, or that a default-mode get or a 'log' takes, lets its key's
 --              next item in; lib.lua utube_done),
@@ -71,8 +71,8 @@
 --                    are and then the header (see above)
 --           'block': deliver to the inbox, or register as the waiter
 --           'woken': sent behind the BLMOVE of 'block': if that BLMOVE took a
---                    wake-up and the caller is still the waiter (a put or a requeue
---                    woke it), as 'nowait'; else nothing (-5)
+--                    wake-up, removes it from <inflight>, and if the caller is still the
+--                    waiter (a put or a requeue woke it), as 'nowait'; else nothing (-5)
 --           'cancel': stop waiting; entries in <inflight> and a batch in
 --                     <held> not named in ARGV[7..] (never received) go back to
 --                     the inbox
@@ -135,8 +135,10 @@ local role_free = redis.call('LLEN', consumer_free) > 0
 local values = redis.call('MGET', bound_key, waiter_key, consumer)
 local registered = not role_free and read(waiter_key, values[2]) == me
 if mode == 'woken' then
-  if not registered then return -5 end
+  -- the wake-up is used up, whatever follows: left in <inflight>, it would read as an item
+  -- held (a consumer that stops here, woken to end its wait, never takes it out)
   redis.call('LPOP', inflight)
+  if not registered then return -5 end
   mode = 'nowait'
 end
 local nowait = mode == 'nowait' or mode == 'many' or mode == 'batch' or mode == 'log'
@@ -327,8 +329,8 @@ if len > 0 and has_state then
   -- (the functions of a branch are made in it: a closure costs every call that makes it)
   local utube = ext .. 'utube'
   -- Whether `item`, just taken out of the queue at `now` with its state `s`, is past its ttl:
-  -- then it is dropped (counted as done, as a discarded item) or moved to the dead letters
-  -- (seq 'expired'), and counted in :pressure:counts 'expired'. A default-mode get (and a
+  -- then it is dropped or moved to the dead letters (seq 'expired'), counted as done either way
+  -- (lib.lua tasks_ended), and counted in :pressure:counts 'expired'. A default-mode get (and a
   -- 'log') takes its state along: the item is never acknowledged.
   local function expire(item, s, now)
     if not s then return false end
@@ -340,16 +342,8 @@ if len > 0 and has_state then
     redis.call('HINCRBY', ext .. 'counts', 'expired', '1')
     if s.dead then
       redis.call('LPUSH', ext .. 'dead', 'expired:0:' .. now .. ':' .. item)
-    else
-      local tasks_done = ext .. 'tasks_done'
-      local all_tasks_done = ext .. 'all_tasks_done'
-      local produced = counter(items_key .. ':stats:produced_messages')
-      if counter(tasks_done) < produced then
-        if redis.call('INCR', tasks_done) >= produced then
-          redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', produced)
-        end
-      end
     end
+    tasks_ended(items_key .. ':stats:produced_messages', ext .. 'tasks_done', ext .. 'all_tasks_done', 1)
     return true
   end
 

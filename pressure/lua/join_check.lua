@@ -1,4 +1,4 @@
--- Read the unfinished task count and the id of the last all-done event, so
+-- Read the unfinished task count (lib.lua unfinished_of) and the id of the last all-done event, so
 -- that join() can wait for the next event with XREAD from exactly that id.
 -- KEYS[1] - :bound
 -- KEYS[2] - :stats:produced_messages
@@ -13,4 +13,4 @@ local done = counter(tasks_done)
 local last = redis.call('XREVRANGE', all_tasks_done, '+', '-', 'COUNT', '1')
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
-return {math.max(produced - done, 0), id}
+return {unfinished_of(produced, done), id}

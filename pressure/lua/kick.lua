@@ -1,5 +1,5 @@
 -- Move dead letters back to the head of the queue, oldest first, with a fresh
--- delivery count (they count as not consumed again).
+-- delivery count (they count as not consumed again, and as unfinished tasks again).
 -- KEYS[1] - :pressure:dead (entries '<seq>:<deliveries>:<ms>:<payload>', newest first)
 -- KEYS[2] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[3] - :stats:consumed_messages
@@ -9,13 +9,16 @@
 -- KEYS[7] - :pressure:counts (lifecycle counters: 'kick', how many items kicked)
 -- KEYS[8] - :pressure:redeliveries (each kicked copy's fresh state goes in at the head, with
 --           it, ahead of the states of its queued copies; lib.lua copies_push)
+-- KEYS[9] - :pressure:tasks_done (a dead letter counted as done; kicked back, it is
+--           unfinished again: lib.lua tasks_back)
 -- ARGV[1] - how many to move (-1 = all)
 -- return how many moved
 local dead_letters, items_key, consumed_messages = KEYS[1], KEYS[2], KEYS[3]
 local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
-local counts_key, copies = KEYS[7], KEYS[8]
+local counts_key, copies, tasks_done = KEYS[7], KEYS[8], KEYS[9]
 local how_many = ARGV[1]
 local n = tonumber(how_many)
+counter(tasks_done)  -- read first: a bad counter fails before any write
 local entries = redis.call('LRANGE', dead_letters, '0', '-1')
 if n < 0 or n > #entries then n = #entries end
 -- the oldest n are at the right end; push the newest of them first so the oldest is next out
@@ -31,7 +34,10 @@ if n >= #entries then
 elseif n > 0 then
   redis.call('LTRIM', dead_letters, '0', #entries - n - 1)
 end
-if n > 0 then redis.call('HINCRBY', counts_key, 'kick', n) end
+if n > 0 then
+  redis.call('HINCRBY', counts_key, 'kick', n)
+  tasks_back(tasks_done, n)
+end
 local bound = bound_of(redis.call('GET', bound_key))
 if bound then
   keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))

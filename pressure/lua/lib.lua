@@ -190,6 +190,62 @@ local function add(key, n)
   return redis.call('INCRBY', key, n)
 end
 
+-- Counting toward join() (README "Counting"): an item counts once, when its processing ends:
+-- acknowledged (ack, task_done, the Executor's settle), counted by a default-mode task_done()
+-- (its get handed it over), deleted, expired, dead-lettered (buried, delivered max_deliveries
+-- times, unreadable or forged) or discarded. An item that comes back (released, requeued from a
+-- dead consumer or past its visibility timeout) does not count; a dead letter kicked back has
+-- its count undone (tasks_back). Unfinished tasks are :stats:produced_messages less
+-- :pressure:tasks_done, never below 0: the one definition (join_check.lua, stats.lua, ack.lua).
+local function unfinished_of(produced, done)
+  return math.max(produced - done, 0)
+end
+
+-- `n` items' processing ended (see unfinished_of), with `produced` and `done` the values of
+-- :stats:produced_messages and `tasks_done` already read: `tasks_done` goes up by n, never
+-- past `produced`, and join() is woken (`all_tasks_done`) when none are left. Returns the
+-- unfinished tasks left.
+local function count_ended(tasks_done, all_tasks_done, produced, done, n)
+  local counted = math.min(n, unfinished_of(produced, done))
+  if counted > 0 then
+    done = add(tasks_done, counted)
+    if done >= produced then
+      redis.call('XADD', all_tasks_done, 'MAXLEN', '1', '*', 'done', done)
+    end
+  end
+  return unfinished_of(produced, done)
+end
+
+-- count_ended, the counters read here.
+local function tasks_ended(produced_messages, tasks_done, all_tasks_done, n)
+  return count_ended(tasks_done, all_tasks_done, counter(produced_messages), counter(tasks_done), n)
+end
+
+-- `n` dead letters are back in the queue (kick): their count toward join() is undone.
+local function tasks_back(tasks_done, n)
+  local back = math.min(n, counter(tasks_done))
+  if back > 0 then redis.call('DECRBY', tasks_done, back) end
+end
+
+-- The items the queue's consumers hold (taken, in flight: delivered and not yet settled),
+-- the one definition every view counts by (stats.lua: statistics(), the CLI, the metrics):
+-- the entries of each registered consumer's in-flight list and inbox, wake-up entries 's:'
+-- left out (they hold nothing), and the items of its held batch (its header left out).
+-- Returns that count, and how many consumers are registered.
+local function items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
+  local taken = 0
+  local ids = redis.call('HKEYS', consumers)
+  for _, id in ipairs(ids) do
+    for _, key in ipairs({inbox_prefix .. id, inflight_prefix .. id}) do
+      local n = redis.call('LLEN', key)
+      if n > 0 then taken = taken + n - #redis.call('LPOS', key, 's:', 'COUNT', '0') end
+    end
+    local held = redis.call('LLEN', held_prefix .. id)
+    if held > 0 then taken = taken + held - 1 end  -- its header, then the items
+  end
+  return taken, #ids
+end
+
 -- Delayed items (put(..., delay=), release(delay=)) wait in the sorted set :pressure:delayed,
 -- scored by their due time in ms, each member '<16-digit sequence><item>' (the item as the
 -- queue stores it), so members due at the same ms keep the order they were put in.

@@ -40,6 +40,10 @@
 --            items dead-lettered, buried ones included))
 -- KEYS[17] - :pressure:utube (a dead-lettered item of a utube key lets its key's next item
 --            in; lib.lua utube_done)
+-- KEYS[18] - :stats:produced_messages
+-- KEYS[19] - :pressure:tasks_done (a dead-lettered item counts as done: lib.lua tasks_ended;
+--            one requeued does not)
+-- KEYS[20] - :pressure:all_tasks_done (stream that wakes join())
 -- ARGV[1] - 'release', 'recover' or 'sweep'
 -- ARGV[2] - inbox key prefix (:pressure:inbox:)
 -- ARGV[3] - in-flight key prefix (:pressure:inflight:)
@@ -65,7 +69,8 @@ local sweep_ms, held_prefix = ARGV[7], ARGV[8]
 local delivery_seq, delayed = KEYS[13], KEYS[14]
 local delay = tonumber(ARGV[9]) or 0
 local meta, counts_key, reason = KEYS[15], KEYS[16], ARGV[10]
-local utube = KEYS[17]
+local utube, produced_messages, tasks_done = KEYS[17], KEYS[18], KEYS[19]
+local all_tasks_done = KEYS[20]
 
 local requeued, dead = 0, 0
 local has_meta = nil  -- whether :pressure:meta exists, asked once
@@ -163,7 +168,10 @@ end
 local function upkeep()
   -- items given back leave :stats:consumed_messages: counted here, so takes can be told
   if requeued > 0 then redis.call('HINCRBY', counts_key, 'returned', requeued) end
-  if dead > 0 then redis.call('HINCRBY', counts_key, 'dead', dead) end
+  if dead > 0 then
+    redis.call('HINCRBY', counts_key, 'dead', dead)
+    tasks_ended(produced_messages, tasks_done, all_tasks_done, dead)
+  end
   if requeued > 0 and delay == 0 then
     nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
   end

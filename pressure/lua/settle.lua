@@ -7,10 +7,15 @@
 -- whose mark is another's (a second copy of a task) leaves the mark alone.
 -- KEYS[1] - the executor's claims hash
 -- KEYS[2] - the worker's in-flight list of the task queue (:pressure:inflight:<consumer>)
+-- KEYS[3] - the task queue's :stats:produced_messages
+-- KEYS[4] - the task queue's :pressure:tasks_done (each delivery acknowledged counts its task
+--           done, as ack.lua does: lib.lua tasks_ended)
+-- KEYS[5] - the task queue's :pressure:all_tasks_done (stream that wakes join())
 -- ARGV[1] - the worker's consumer id (of the task queue)
 -- ARGV[2..] - per delivery, two arguments: its delivery number and its task id
 -- return how many deliveries were acknowledged (one already requeued is not)
 local claims, inflight = KEYS[1], KEYS[2]
+local produced_messages, tasks_done, all_tasks_done = KEYS[3], KEYS[4], KEYS[5]
 local consumer_id = ARGV[1]
 local settling = {}
 for i = 2, #ARGV, 2 do
@@ -31,4 +36,5 @@ for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do
     acked = acked + 1
   end
 end
+if acked > 0 then tasks_ended(produced_messages, tasks_done, all_tasks_done, acked) end
 return acked
