@@ -265,7 +265,8 @@ class Lifecycle(Generic[T]):
 
     def disconnect(self) -> None:
         """Close this handle's connections (the queue itself is untouched; never closes a
-        ``connection`` passed in). The handle reconnects if used again."""
+        ``connection`` passed in). Its consumers leave the queue first: what they hold and
+        did not acknowledge goes back at once. The handle reconnects if used again."""
         consumer = self._consumer
         if consumer.owed or consumer.counts_owed or (self._backend._thread.unread and (
                 self._options.reliable or consumer.counting)):
@@ -277,7 +278,14 @@ class Lifecycle(Generic[T]):
                 _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
                            "confirmed (their items are redelivered): %s", self._name, exc, queue=self._name,
                            key=self._keys.base, error=str(exc))
+        self._leave()
         self._backend.disconnect()
+
+    def _leave(self) -> None:
+        """This handle's consumers in this process leave the queue: they deregister, giving
+        back what they hold as at a death, without being taken for dead (see Departure). A
+        later get registers again. Never raises."""
+        self._consumer.departure.leave()
 
     def __enter__(self) -> Queue[T]:
         return cast("Queue[T]", self)  # a base class of Queue only

@@ -286,7 +286,7 @@ REQUEUE = QueueScript(
                k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed,
                k.meta, k.counts, k.utube),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
-     "held_prefix", "delay_ms", "reason"), RequeueStatus)
+     "held_prefix", "delay_ms", "reason"), RequeueStatus, more_argv="returned deliveries")
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,

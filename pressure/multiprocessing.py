@@ -203,10 +203,12 @@ class Queue(_Handle[T]):
 
         Afterwards put() and get() on this handle raise ValueError; other
         handles and other processes are unaffected, and the queue keeps its
-        items. Closing twice is fine. The sockets stay open until
+        items. Closing twice is fine. The handle's consumer leaves the queue (it
+        deregisters; nothing it got is given back); the sockets stay open until
         ``disconnect()`` (another thread may still be using them).
         """
         self._closed_in = os.getpid()
+        self._queue._leave()
 
     def join_thread(self) -> None:
         """Join the background thread: only valid after close().
@@ -294,8 +296,9 @@ class SimpleQueue(_Handle[T]):
 
     def close(self) -> None:
         """Close this handle in this process; idempotent. Other handles and processes
-        are unaffected, and the queue keeps its items."""
+        are unaffected, and the queue keeps its items; the handle's consumer leaves it."""
         self._closed_in = os.getpid()
+        self._queue._leave()
 
 
 class Context:
