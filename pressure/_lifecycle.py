@@ -149,7 +149,9 @@ class Lifecycle(Generic[T]):
     # -- create-or-attach -----------------------------------------------------------
 
     def _create(self, maxsize: int | None) -> int:
-        """Create the queue, or attach to it (with ``maxsize`` if one is given): its bound."""
+        """Create the queue, or attach to it (with ``maxsize`` if one is given): its bound.
+        ``maxsize`` None names no bound: a queue created so is unbounded until a handle that
+        names one attaches, which sets it (create.lua); a bound named already stays."""
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
             _, tail = self._create_call(maxsize)
@@ -169,7 +171,7 @@ class Lifecycle(Generic[T]):
         k = self._keys
         return (CREATE.command(k, variant=self._variant),
                 [0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
-                 k.held_prefix, k.logs])
+                 k.held_prefix, k.logs, "" if maxsize is None else "1"])
 
     def _created(self, reply: Any, maxsize: int | None) -> int | None:
         """Check create.lua's reply: the queue's bound; None if a Delete is running or was

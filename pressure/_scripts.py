@@ -111,8 +111,9 @@ class CreateStatus(IntEnum):
 CREATE = QueueScript(
     "create",
     lambda k: (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind, k.consumers,
-               *_others(k, k.kind, k.consumers)),
-    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs"), CreateStatus, more_keys=True)
+               k.bound_unset, k.base, k.delayed, *_others(k, k.kind, k.consumers, k.bound_unset, k.delayed)),
+    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs", "named"), CreateStatus,
+    more_keys=True)
 
 
 class ForgetStatus(IntEnum):
@@ -138,7 +139,8 @@ class SetBoundStatus(IntEnum):
     NO_QUEUE = -4
 
 
-SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full), ("bound",), SetBoundStatus)
+SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full, k.bound_unset), ("bound",),
+                        SetBoundStatus)
 
 
 class JoinCheckStatus(IntEnum):

@@ -41,7 +41,7 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import ACK, GET, PUT
+from .._scripts import ACK, CREATE, GET, PUT
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from .._consumer_state import OWING_MOST
@@ -220,12 +220,11 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
+            # (a bound not named: see Lifecycle._create)
             status, stored = await self._link.run(
-                "create" + self._variant,
-                (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
-                 k.consumers, *(key for key in k.extension_keys() if key not in (k.kind, k.consumers))),
-                (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                 k.inflight_prefix, k.held_prefix, k.logs))
+                "create" + self._variant, CREATE.keys(k), CREATE.check(
+                    (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
+                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
                 raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
