@@ -20,11 +20,13 @@ from ._scripts import (
     CREATE,
     DELETE,
     DRAIN,
+    SET_BOUND,
     CloseStatus,
     CreateStatus,
     DeleteStatus,
     DrainStatus,
     QueueScript,
+    SetBoundStatus,
 )
 from ._validate import Options
 from .connection import Backend, PackedScript
@@ -194,11 +196,17 @@ class Lifecycle(Generic[T]):
 
     def _attach(self, maxsize: int | None) -> None:
         """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
-        if one is given). One read-only round trip; nothing is written."""
+        if one is given: it sets the bound of a queue created without one, as ``_create``
+        does). One read-only round trip without ``maxsize``, nothing written."""
         if not self.exists:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
                                     f"check the name, the prefix {self._prefix!r} and the server)")
-        if maxsize is not None and self.maxsize != maxsize:
+        if maxsize is None:
+            return
+        status = self._call(SET_BOUND, maxsize, "unset")
+        if status == SetBoundStatus.NO_QUEUE:
+            raise self._missing()
+        if status == SetBoundStatus.NAMED and self.maxsize != maxsize:
             raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
                                    f"not {maxsize}")
 

@@ -136,11 +136,13 @@ class SetBoundStatus(IntEnum):
     """set_bound.lua's result."""
 
     SET = 1
+    #: ('unset') the bound is named already: left as it is
+    NAMED = 0
     NO_QUEUE = -4
 
 
-SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full, k.bound_unset), ("bound",),
-                        SetBoundStatus)
+SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full, k.bound_unset, k.delayed),
+                        ("bound", "only_unset"), SetBoundStatus)
 
 
 class JoinCheckStatus(IntEnum):

@@ -60,6 +60,23 @@ def test_an_explicit_bound_of_zero_is_a_bound_named(make_queue: Any) -> None:
         make_queue("set", maxsize=5)
 
 
+def test_create_false_sets_an_unset_bound_too(make_queue: Any) -> None:
+    make_queue("pc")
+    assert make_queue("pc", maxsize=4, create=False).maxsize == 4  # was QueueExistsError
+    make_queue("pc", maxsize=4, create=False)
+    with pytest.raises(pressure.QueueExistsError):
+        make_queue("pc", maxsize=5, create=False)
+
+
+def test_the_bound_counts_delayed_items(make_queue: Any) -> None:
+    q = make_queue("pc")
+    q.put_many([1, 2])
+    q.put(3, delay=60)
+    q.maxsize = 3  # two queued and one delayed: full
+    with pytest.raises(pressure.Full):
+        q.put_nowait(4)
+
+
 def test_delete_takes_the_unset_bound_along(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("pc")
     assert r.exists(q.keys.bound_unset)
