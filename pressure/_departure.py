@@ -17,7 +17,6 @@ then taken for dead later, as before): it never blocks longer than a command, no
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing.util
 import os
 import threading
@@ -65,21 +64,25 @@ class Departure:
             if self.finalizer is None:
                 self.finalizer = multiprocessing.util.Finalize(owner, self.leave, exitpriority=_LEAVE_PRIORITY)
 
-    def leave(self, received: dict[str, list[str]] | None = None) -> None:
+    def leave(self) -> None:
         """Deregister this process's consumers of the handle, giving back what they hold
-        (see the module's docstring). ``received``: what the default-mode gets returned,
-        if not ``self.received``. Never raises; a consumer it cannot reach is left as it is."""
+        (see the module's docstring). Never raises; a consumer it cannot reach is left as
+        it is (after one that did not answer, the others are not tried: each would wait as
+        long)."""
         with self.lock:
             if self.pid != os.getpid() or not self.joined:
                 return
             joined, self.joined = self.joined, {}
-        held = self.received if received is None else received
+        held = self.received
         k = self.keys
+        reached = True
         for cid, record in joined.items():
-            returned: list[str] = [] if self.reliable else list(held.get(cid, ()))
-            # unreachable, gone, or at exit: the consumer is taken for dead later, as before
-            with contextlib.suppress(Exception):
+            returned: list[str] = [] if self.reliable else list(held.pop(cid, ()))
+            if not reached:
+                continue  # the server did not answer the last one: none waits for it again
+            try:
                 self.backend.run(REQUEUE.name + self.variant, REQUEUE.keys(k), REQUEUE.check(
                     ("recover", k.inbox_prefix, k.inflight_prefix, self.max_deliveries, cid, record, "",
                      k.held_prefix, "", "", *returned)))
-            held.pop(cid, None)
+            except Exception:  # noqa: BLE001 - unreachable, gone, at exit: taken for dead later, as before
+                reached = False

@@ -239,3 +239,21 @@ def test_a_leave_is_idempotent(make_queue: Any, r: redis.Redis) -> None:
     q._leave()
     assert _consumers(r, q) == []
     assert q.qsize() == 0
+
+
+def test_every_thread_of_a_handle_leaves(make_queue: Any, r: redis.Redis) -> None:
+    import threading
+
+    q = make_queue("q", reliable=True)
+    q.put_many([1, 2])
+    got: list[int] = []
+    threads = [threading.Thread(target=lambda: got.append(q.get(timeout=5))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == [1, 2]
+    assert len(_consumers(r, q)) == 2  # a consumer per thread
+    q.disconnect()
+    assert _consumers(r, q) == []
+    assert q.qsize() == 2  # neither acknowledged: both back
