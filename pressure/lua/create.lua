@@ -38,13 +38,9 @@ if stored then
   if kind ~= queue_kind then return {-2, kind} end
   if named and redis.call('EXISTS', bound_unset) == 1 then
     -- the first bound named: it is the queue's from now on
-    redis.call('DEL', bound_unset)
-    if bound_of(stored) ~= tonumber(bound) then
-      local len = items_len(items_key) + redis.call('ZCARD', delayed)
-      keep_permit(not_full, len, tonumber(bound), redis.call('LLEN', not_full))
-      redis.call('SET', bound_key, bound)
-      return {0, bound}
-    end
+    local len = items_len(items_key) + redis.call('ZCARD', delayed)
+    store_bound(bound_key, bound_unset, not_full, bound, len, redis.call('LLEN', not_full))
+    return {0, bound}
   end
   return {0, stored}
 end

@@ -16,8 +16,5 @@ if redis.call('EXISTS', bound_key) == 0 then return -4 end
 if only_unset and redis.call('EXISTS', bound_unset) == 0 then return 0 end
 -- read first: a wrong type fails before any write
 local len = items_len(items_key) + redis.call('ZCARD', delayed)
-local permits = redis.call('LLEN', not_full)
-redis.call('SET', bound_key, new_bound)
-redis.call('DEL', bound_unset)
-keep_permit(not_full, len, tonumber(new_bound), permits)
+store_bound(bound_key, bound_unset, not_full, new_bound, len, redis.call('LLEN', not_full))
 return 1
