@@ -257,3 +257,21 @@ def test_every_thread_of_a_handle_leaves(make_queue: Any, r: redis.Redis) -> Non
     q.disconnect()
     assert _consumers(r, q) == []
     assert q.qsize() == 2  # neither acknowledged: both back
+
+
+def test_executor_workers_that_stop_leave(url: str, prefix: str, r: redis.Redis,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    import operator
+
+    executor = pressure.Executor("ex", url=url, prefix=prefix, max_workers=2)
+    try:
+        assert list(executor.map(operator.add, range(10), range(10))) == [2 * i for i in range(10)]
+        tasks = executor._core._tasks
+    finally:
+        executor.shutdown(wait=True)
+    assert r.hkeys(tasks.keys.consumers) == []  # the workers (forked processes) left
+    with caplog.at_level(logging.INFO, logger="pressure"):
+        q: pressure.Queue[Any] = pressure.Queue(tasks.name, url=url, prefix=prefix, reliable=True)
+        q._roles.sweep()
+        q.disconnect()
+    assert _recovered(caplog) == []
