@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import _log, identity, serializers
+from ._departure import Departure
 from ._records import _batch_header, _parse_entry
 from ._scripts import GET
 from .connection import pack_command
@@ -83,7 +84,10 @@ class _ConsumerState(Generic[T]):
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
         self.waited = True
-        self.last_received: dict[str, list[str]] = {}
+        #: this handle's consumers in this process, and their leave (disconnect, collection, exit)
+        self.departure = Departure(queue._backend, queue._keys, queue._variant, queue._options)
+        #: consumer id -> the delivery numbers its last get returned (the leave drops them)
+        self.last_received: dict[str, list[str]] = self.departure.received
         self.record_cache: tuple[int, str] = (-1, "")
         # this handle's own consumer lists: two handles in one thread never share them
         self.token = uuid.uuid4().hex[:8]
@@ -93,8 +97,13 @@ class _ConsumerState(Generic[T]):
     # -- its lists and its record -----------------------------------------------------
 
     def id(self) -> str:
-        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread."""
-        return f"{self.queue.client_id}#{self.token}"
+        """'<client id>#<token>': names this handle's inbox and in-flight list in this thread
+        (a consumer of this handle from now on: it leaves with the handle, see Departure)."""
+        cid = f"{self.queue.client_id}#{self.token}"
+        departure = self.departure
+        if cid not in departure.joined or departure.pid != os.getpid():
+            departure.join(self.queue, cid, self.record())
+        return cid
 
     def slice(self) -> float:
         """One wait: a third of the lease at most, so a live waiter always renews it in time."""

@@ -98,7 +98,7 @@ class Inspection(Generic[T]):
     @maxsize.setter
     def maxsize(self, value: int) -> None:
         bound = _maxsize_value(value)
-        if self._call(SET_BOUND, bound) == SetBoundStatus.NO_QUEUE:
+        if self._call(SET_BOUND, bound, "") == SetBoundStatus.NO_QUEUE:
             raise self._missing()
 
     @property

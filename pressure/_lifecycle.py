@@ -20,11 +20,13 @@ from ._scripts import (
     CREATE,
     DELETE,
     DRAIN,
+    SET_BOUND,
     CloseStatus,
     CreateStatus,
     DeleteStatus,
     DrainStatus,
     QueueScript,
+    SetBoundStatus,
 )
 from ._validate import Options
 from .connection import Backend, PackedScript
@@ -149,7 +151,9 @@ class Lifecycle(Generic[T]):
     # -- create-or-attach -----------------------------------------------------------
 
     def _create(self, maxsize: int | None) -> int:
-        """Create the queue, or attach to it (with ``maxsize`` if one is given): its bound."""
+        """Create the queue, or attach to it (with ``maxsize`` if one is given): its bound.
+        ``maxsize`` None names no bound: a queue created so is unbounded until a handle that
+        names one attaches, which sets it (create.lua); a bound named already stays."""
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
             _, tail = self._create_call(maxsize)
@@ -169,7 +173,7 @@ class Lifecycle(Generic[T]):
         k = self._keys
         return (CREATE.command(k, variant=self._variant),
                 [0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
-                 k.held_prefix, k.logs])
+                 k.held_prefix, k.logs, "" if maxsize is None else "1"])
 
     def _created(self, reply: Any, maxsize: int | None) -> int | None:
         """Check create.lua's reply: the queue's bound; None if a Delete is running or was
@@ -192,11 +196,17 @@ class Lifecycle(Generic[T]):
 
     def _attach(self, maxsize: int | None) -> None:
         """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
-        if one is given). One read-only round trip; nothing is written."""
+        if one is given: it sets the bound of a queue created without one, as ``_create``
+        does). One read-only round trip without ``maxsize``, nothing written."""
         if not self.exists:
             raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
                                     f"check the name, the prefix {self._prefix!r} and the server)")
-        if maxsize is not None and self.maxsize != maxsize:
+        if maxsize is None:
+            return
+        status = self._call(SET_BOUND, maxsize, "unset")
+        if status == SetBoundStatus.NO_QUEUE:
+            raise self._missing()
+        if status == SetBoundStatus.NAMED and self.maxsize != maxsize:
             raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
                                    f"not {maxsize}")
 
@@ -265,7 +275,8 @@ class Lifecycle(Generic[T]):
 
     def disconnect(self) -> None:
         """Close this handle's connections (the queue itself is untouched; never closes a
-        ``connection`` passed in). The handle reconnects if used again."""
+        ``connection`` passed in). Its consumers leave the queue first: what they hold and
+        did not acknowledge goes back at once. The handle reconnects if used again."""
         consumer = self._consumer
         if consumer.owed or consumer.counts_owed or (self._backend._thread.unread and (
                 self._options.reliable or consumer.counting)):
@@ -277,7 +288,14 @@ class Lifecycle(Generic[T]):
                 _log.event(_log.QUEUE, logging.WARNING, "acks_unconfirmed", "queue %r: acknowledgements not "
                            "confirmed (their items are redelivered): %s", self._name, exc, queue=self._name,
                            key=self._keys.base, error=str(exc))
+        self._leave()
         self._backend.disconnect()
+
+    def _leave(self) -> None:
+        """This handle's consumers in this process leave the queue: they deregister, giving
+        back what they hold as at a death, without being taken for dead (see Departure). A
+        later get registers again. Never raises."""
+        self._consumer.departure.leave()
 
     def __enter__(self) -> Queue[T]:
         return cast("Queue[T]", self)  # a base class of Queue only

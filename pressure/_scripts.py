@@ -111,8 +111,9 @@ class CreateStatus(IntEnum):
 CREATE = QueueScript(
     "create",
     lambda k: (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind, k.consumers,
-               *_others(k, k.kind, k.consumers)),
-    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs"), CreateStatus, more_keys=True)
+               k.bound_unset, k.base, k.delayed, *_others(k, k.kind, k.consumers, k.bound_unset, k.delayed)),
+    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs", "named"), CreateStatus,
+    more_keys=True)
 
 
 class ForgetStatus(IntEnum):
@@ -135,10 +136,13 @@ class SetBoundStatus(IntEnum):
     """set_bound.lua's result."""
 
     SET = 1
+    #: ('unset') the bound is named already: left as it is
+    NAMED = 0
     NO_QUEUE = -4
 
 
-SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full), ("bound",), SetBoundStatus)
+SET_BOUND = QueueScript("set_bound", lambda k: (k.base, k.bound, k.not_full, k.bound_unset, k.delayed),
+                        ("bound", "only_unset"), SetBoundStatus)
 
 
 class JoinCheckStatus(IntEnum):
@@ -286,7 +290,7 @@ REQUEUE = QueueScript(
                k.consumers, k.redeliveries, k.dead, k.sweep, k.bound, k.not_full, k.delivery_seq, k.delayed,
                k.meta, k.counts, k.utube, k.produced_messages, k.tasks_done, k.all_tasks_done),
     ("mode", "inbox_prefix", "inflight_prefix", "max_deliveries", "consumer_id", "which", "every_ms",
-     "held_prefix", "delay_ms", "reason"), RequeueStatus)
+     "held_prefix", "delay_ms", "reason"), RequeueStatus, more_argv="returned deliveries")
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,

@@ -94,6 +94,9 @@ class QueueKeys:
     dead: str
     sweep: str
     kind: str
+    #: exists while the bound is 0 because no handle that created the queue named one: the
+    #: first handle naming one sets it (lua/create.lua)
+    bound_unset: str
     #: sorted set of delayed items by due time (put(..., delay=), Delivery.release(delay=))
     delayed: str
     #: hash: the ttl, ttr and utube key of taken copies ('d<delivery>') and the state of delayed
@@ -141,6 +144,7 @@ class QueueKeys:
             dead=f"{ext}:dead",
             sweep=f"{ext}:sweep",
             kind=f"{ext}:kind",
+            bound_unset=f"{ext}:bound_unset",
             delayed=f"{ext}:delayed",
             meta=f"{ext}:meta",
             counts=f"{ext}:counts",
@@ -173,7 +177,7 @@ class QueueKeys:
         lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
                 self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed,
-                self.meta, self.counts, self.utube)
+                self.meta, self.counts, self.utube, self.bound_unset)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

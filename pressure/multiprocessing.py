@@ -47,11 +47,11 @@ T = TypeVar("T")
 
 
 def _bound(maxsize: int | None) -> int | None:
-    """Read maxsize as multiprocessing does (<= 0 means unbounded); None attaches as is."""
-    if maxsize is None:
+    """Read maxsize as multiprocessing does (<= 0, its default, means unbounded): as naming
+    no bound, as None does (a queue that exists is attached to as it is; one created is
+    unbounded until a handle that names a bound attaches)."""
+    if maxsize is None or maxsize <= 0:
         return None
-    if maxsize <= 0:
-        return 0
     return operator.index(maxsize)
 
 
@@ -129,7 +129,9 @@ class Queue(_Handle[T]):
     expired one, as in multiprocessing (``queue.Queue`` raises ValueError).
 
     Keyword-only extensions: ``name`` attaches to (or creates) a named
-    pressure queue, and ``maxsize=None`` then accepts whatever bound it has;
+    pressure queue; a ``maxsize`` <= 0 (or None) then names no bound and accepts
+    whatever bound it has (one it creates is unbounded until a handle naming a
+    bound attaches, which sets it);
     ``url``, ``connection``, ``prefix``, ``serializer`` and ``client_id`` are
     those of ``pressure.Queue``.
     """
@@ -203,10 +205,12 @@ class Queue(_Handle[T]):
 
         Afterwards put() and get() on this handle raise ValueError; other
         handles and other processes are unaffected, and the queue keeps its
-        items. Closing twice is fine. The sockets stay open until
+        items. Closing twice is fine. The handle's consumer leaves the queue (it
+        deregisters; nothing it got is given back); the sockets stay open until
         ``disconnect()`` (another thread may still be using them).
         """
         self._closed_in = os.getpid()
+        self._queue._leave()
 
     def join_thread(self) -> None:
         """Join the background thread: only valid after close().
@@ -294,8 +298,9 @@ class SimpleQueue(_Handle[T]):
 
     def close(self) -> None:
         """Close this handle in this process; idempotent. Other handles and processes
-        are unaffected, and the queue keeps its items."""
+        are unaffected, and the queue keeps its items; the handle's consumer leaves it."""
         self._closed_in = os.getpid()
+        self._queue._leave()
 
 
 class Context:

@@ -112,7 +112,7 @@ def test_a_server_that_cannot_be_reached_raises_backend_error_and_the_handle_rec
 
 def test_blocking_get_is_woken_by_a_put(url: str, prefix: str, r: redis.Redis) -> None:
     async def main() -> None:
-        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+        async with AsyncQueue[int]("q", 0, url=url, prefix=prefix) as q:  # unbounded, named so
             getter = asyncio.create_task(q.get())
             await asyncio.sleep(0.2)
             assert not getter.done()
@@ -265,7 +265,7 @@ def test_async_get_waiting_is_served_by_a_sync_put_and_kinds_match(url: str, pre
     sync_p = pressure.PriorityQueue("p", url=url, prefix=prefix)
 
     async def main() -> None:
-        async with AsyncQueue[int]("q", url=url, prefix=prefix) as q:
+        async with AsyncQueue[int]("q", 0, url=url, prefix=prefix) as q:  # unbounded, named so
             getter = asyncio.create_task(q.get())
             await asyncio.sleep(0.2)
             await asyncio.to_thread(lambda: _sync(url, prefix).put(42))
@@ -276,7 +276,7 @@ def test_async_get_waiting_is_served_by_a_sync_put_and_kinds_match(url: str, pre
             await asyncio.to_thread(sync_p.put, 0)
             assert await p.get_many(5) == [0, 3, 5]
         wrong = AsyncQueue[int]("q", 99, url=url, prefix=prefix)
-        with pytest.raises(pressure.QueueExistsError):  # created unbounded by the sync handle
+        with pytest.raises(pressure.QueueExistsError):  # created with the bound 0 named
             await wrong.open()
         await wrong.disconnect()
 

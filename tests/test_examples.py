@@ -37,6 +37,7 @@ def test_demo_processes_every_job_once_and_cleans_up(url: str, r: redis.Redis) -
     assert "OK: all 40 jobs were processed exactly once" in out.stdout
     assert "produced messages  40" in out.stdout
     assert r.keys("*demo-*") == []  # its queues are deleted, every key of them
+    assert "is dead" not in out.stdout + out.stderr  # its workers leave; none dies
 
 
 def test_bench_prints_every_transport_and_the_goals(url: str, r: redis.Redis) -> None:

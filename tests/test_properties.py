@@ -114,6 +114,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.max_deliveries: int | None = None
         self.items: collections.deque[Entry] = collections.deque()
         self.bound = 0
+        self.bound_named = True
         self.closed = False
         self.unfinished = 0
         self.produced = self.produced_bytes = 0
@@ -144,6 +145,7 @@ class QueueMachine(RuleBasedStateMachine):
             # the first handle creates the queue; the others attach (maxsize=None: the stored bound)
             self.handles.append(self._queue(maxsize if i == 0 else None, client_id=client_id))
         self.bound = max(maxsize or 0, 0)
+        self.bound_named = maxsize is not None  # else the first handle naming one sets it
         if reliable and self.with_reliable:
             # the second release of an item sends it to the dead letters
             self.max_deliveries = max_deliveries = 2
@@ -378,11 +380,14 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(h=HANDLE, value=st.integers(min_value=-3, max_value=6))
     def set_maxsize(self, h: int, value: int) -> None:
         self.handle(h).maxsize = value
-        self.bound = max(value, 0)
+        self.bound, self.bound_named = max(value, 0), True
 
     @rule(maxsize=MAXSIZES)
     def attach_another_handle(self, maxsize: int | None) -> None:
-        """A new handle attaches; an explicit maxsize must match the stored bound."""
+        """A new handle attaches; an explicit maxsize sets a bound nobody named, else must
+        match the stored bound."""
+        if maxsize is not None and not self.bound_named:
+            self.bound, self.bound_named = max(maxsize, 0), True
         if maxsize is not None and max(maxsize, 0) != self.bound:
             with pytest.raises(pressure.QueueExistsError):
                 self._queue(maxsize)

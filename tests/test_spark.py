@@ -198,7 +198,7 @@ def test_a_write_that_times_out_says_what_each_partition_put(spark: SparkSession
 
 def test_invalid_options_fail_on_the_driver(spark: SparkSession, make_queue: Any,
                                             opts: dict[str, str]) -> None:
-    make_queue("q")
+    make_queue("q", 0)  # unbounded, named so: a write naming another bound contradicts it
     df = spark.range(3).selectExpr("id as value")
     cases = [
         (lambda: spark.read.format("pressure").options(**opts, maxsise="3").load("q"),

@@ -10,6 +10,7 @@ import collections
 import itertools
 import logging
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 import redis
 
 from .. import _log, serializers
+from .._departure import Departure
 from .._records import (
     _BUSY,
     _DELIVERED,
@@ -76,7 +78,7 @@ class _Getting(Generic[T]):
     _conn: _Conn
     _dirty: bool
     _owes_cancel: bool
-    _received: list[str]
+    _departure: Departure
     _waited: bool
     _owing: collections.deque[None]
     # and the handle's methods it calls
@@ -153,7 +155,20 @@ class _Getting(Generic[T]):
         finally:
             self._lock.release()
 
+    @property
+    def _received(self) -> list[str]:
+        """The delivery numbers the last get returned (get.lua 'cancel' leaves them alone, and
+        the consumer's leave drops them: see Departure)."""
+        return self._departure.received.get(self._cid, [])
+
+    @_received.setter
+    def _received(self, value: list[str]) -> None:
+        self._departure.received[self._cid] = value
+
     def _tail(self, mode: str, flag: str) -> list[bytes | str | int]:
+        departure = self._departure
+        if not departure.joined or departure.pid != os.getpid():
+            departure.join(self, self._cid, self._record)  # it leaves with the handle
         return [self._cid, mode, flag, self._record, self._options.lease_ms, self._client_id]
 
     def _cancel_data(self) -> list[bytes]:

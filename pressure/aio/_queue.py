@@ -41,10 +41,11 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import ACK, GET, PUT
+from .._scripts import ACK, CREATE, GET, PUT
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from .._consumer_state import OWING_MOST
+from .._departure import Departure
 from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
@@ -149,8 +150,9 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         #: whether the consumer may be the registered waiter or hold entries it never received
         self._dirty = False
         self._owes_cancel = False
-        #: delivery numbers the last get returned (get.lua 'cancel' leaves them alone)
-        self._received: list[str] = []
+        #: this handle's consumer, and its leave (disconnect, collection, exit)
+        self._departure = Departure(sync, k, self._variant, self._options)
+        self._received = []
         self._waited = True
         #: reliable mode: the deliveries of get()/get_many() not acknowledged, oldest first
         #: (task_done acknowledges the first); and every delivery held, receive()'s included
@@ -218,12 +220,11 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
+            # (a bound not named: see Lifecycle._create)
             status, stored = await self._link.run(
-                "create" + self._variant,
-                (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind,
-                 k.consumers, *(key for key in k.extension_keys() if key not in (k.kind, k.consumers))),
-                (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                 k.inflight_prefix, k.held_prefix, k.logs))
+                "create" + self._variant, CREATE.keys(k), CREATE.check(
+                    (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
+                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
                 raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
@@ -452,6 +453,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
             pass  # a clean-up holds it until done
         with contextlib.suppress(PressureError, ValueError):  # posted acknowledgements: read, and
             await self._settle_owed(True)              # those that did not run sent again
+        # the consumer leaves: what it holds goes back at once (see Departure; never raises)
+        await asyncio.to_thread(self._departure.leave)
         await self._link.close()
         conn, self._conn.conn = self._conn.conn, None
         if conn is not None:

@@ -94,6 +94,15 @@ local function keep_permit(key, len, bound, permits)
   end
 end
 
+-- Make `raw` a queue's bound, named from now on (its :pressure:bound_unset goes), and bring
+-- :not_full (holding `permits` elements) in line with it for the `len` items queued and
+-- delayed. The caller reads `len` and `permits` first: a wrong type fails before any write.
+local function store_bound(bound_key, unset_key, not_full_key, raw, len, permits)
+  redis.call('SET', bound_key, raw)
+  redis.call('DEL', unset_key)
+  keep_permit(not_full_key, len, tonumber(raw), permits)
+end
+
 -- Replace the list `key` by `entries`, in order, in one pass (changing a long list
 -- element by element with LSET or LREM would be quadratic).
 local function rewrite_list(key, entries)

@@ -3,7 +3,10 @@
 --   'release': one delivery its consumer gives back (ARGV[6] = its number)
 --   'recover': everything a dead consumer holds - its held batch, its inbox, its
 --              in-flight list, and the consumer role if it was the waiter - only
---              if its record is still ARGV[6] (the same incarnation)
+--              if its record is still ARGV[6] (the same incarnation); its record
+--              goes. Also how a consumer leaves cleanly (its handle disconnected,
+--              collected, or its process exiting): then ARGV[11..] name what its
+--              default-mode gets returned, dropped instead of requeued
 --   'sweep':   at most once per ARGV[7] ms across all clients: entries older
 --              than their consumer's visibility timeout or lease; and from a
 --              waiter whose lease expired, the role and its inbox (what it
@@ -56,6 +59,8 @@
 --           then, instead of the head of the queue (it keeps its delivery count)
 -- ARGV[10] - ('release') '' or 'buried': straight to the dead letters, the entry marked
 --            'buried.<seq>' (Delivery.bury)
+-- ARGV[11..] - ('recover') delivery numbers the consumer's default-mode gets returned
+--              ('h<first seq>' for a held batch): in its hands, so dropped, never requeued
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
@@ -120,8 +125,14 @@ local function requeue(entry)
 end
 
 -- entries come newest first; pushing each to the head leaves the oldest next out
+-- what a leaving consumer's gets returned ('recover', ARGV[11..]): dropped, not requeued
+local returned = {}
+for i = 11, #ARGV do returned[ARGV[i]] = true end
+
 local function requeue_all(key)
-  for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do requeue(entry) end
+  for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
+    if not returned[string.match(entry, '^([^:]*):') or ''] then requeue(entry) end
+  end
   redis.call('DEL', key)
 end
 
@@ -142,7 +153,10 @@ local function held_entries(held)
 end
 
 local function requeue_held(held)
-  for _, entry in ipairs(held_entries(held)) do requeue(entry) end
+  local first = string.match(redis.call('LINDEX', held, '0') or '', '^h:([^:]*):')
+  if not (first and returned['h' .. first]) then
+    for _, entry in ipairs(held_entries(held)) do requeue(entry) end
+  end
   redis.call('DEL', held)
 end
 
