@@ -14,10 +14,10 @@ The executor under test is ``pressure.Executor(url=url, prefix=prefix, max_worke
 after each test; the fixture then checks that no ``pressure-*`` thread was left running
 (CPython's ``threading_cleanup``).
 
-Of CPython 3.13.0's 99 test methods in that directory, 64 are adapted here (63 pytest items
+Of CPython 3.13.0's 99 test methods in that directory, 67 are adapted here (66 pytest items
 with the two added below; ``test_future_times_out``'s subTests are two parametrized items;
 the thread pool's copies of three shutdown tests are folded into their process-pool form;
-``FailingInitializerResourcesTest``'s spawn and forkserver tests into one), and 35 left out.
+``FailingInitializerResourcesTest``'s spawn and forkserver tests into one), and 32 left out.
 The whole file takes about 100 s on 2 cores (``-m "not slow"`` skips the three longest).
 
 Where pressure differs on purpose, the test asserts pressure's documented behaviour and
@@ -54,13 +54,11 @@ and 100 ms timeouts, ``map`` timeout 5 s against a 6 s call). Relaxed: ``test_de
 ``LONG_TIMEOUT`` (300 s) becomes 60 s, under pytest's 120 s limit; ``SHORT_TIMEOUT`` (30 s)
 waits become 10 s.
 
-Left out (35 CPython tests), and why:
+Left out (32 CPython tests), and why:
 
-- ``test_process_pool`` (7): ``test_max_workers_too_large`` (Windows' 61-handle limit);
+- ``test_process_pool`` (4): ``test_max_workers_too_large`` (Windows' 61-handle limit);
   ``test_idle_process_reuse_one`` / ``_multiple`` (count lazily spawned ``_processes``;
   pressure pre-starts every worker, like fork, for which CPython skips them too);
-  ``test_max_tasks_per_child``, ``test_max_tasks_per_child_defaults_to_spawn_context``,
-  ``test_max_tasks_early_shutdown`` (no ``max_tasks_per_child``);
   ``test_python_finalization_error`` (mocks ``threading._start_joinable_thread``, 3.13 only,
   to fail ProcessPoolExecutor's queue feeder thread: internals pressure does not have).
 - ``test_shutdown`` (3): ``ThreadPoolShutdownTest.test_threads_terminate``,
@@ -361,6 +359,34 @@ class TestProcessPoolExecutor:
         assert rerun_by != killed
         assert executor.statistics().retried == 1
         assert executor.submit(pow, 2, 8).result(timeout=SHORT_TIMEOUT) == 256
+
+    def test_max_tasks_per_child(self, make_executor: MakeExecutor) -> None:
+        """Difference: a worker ends after its 3rd task and another takes its place at once
+        (CPython's replaces it when the next task is submitted); the pids come from the
+        tasks, not from ``_processes``."""
+        context = multiprocessing.get_context("forkserver")
+        with pytest.raises(ValueError):
+            make_executor(max_workers=1, mp_context=multiprocessing.get_context("fork"), max_tasks_per_child=3)
+        executor = make_executor(max_workers=1, mp_context=context, max_tasks_per_child=3)
+        original_pid = executor.submit(os.getpid).result(timeout=SHORT_TIMEOUT)
+        assert executor.submit(os.getpid).result(timeout=SHORT_TIMEOUT) == original_pid
+        assert executor.submit(os.getpid).result(timeout=SHORT_TIMEOUT) == original_pid
+        new_pid = executor.submit(os.getpid).result(timeout=SHORT_TIMEOUT)
+        assert new_pid != original_pid
+        executor.shutdown()
+
+    def test_max_tasks_per_child_defaults_to_spawn_context(self, make_executor: MakeExecutor) -> None:
+        """Difference: the context is that of the executor's local workers."""
+        executor = make_executor(max_workers=1, max_tasks_per_child=3)
+        assert executor._core._mp_context.get_start_method() == "spawn"
+
+    def test_max_tasks_early_shutdown(self, make_executor: MakeExecutor) -> None:
+        executor = make_executor(max_workers=3, mp_context=multiprocessing.get_context("forkserver"),
+                                 max_tasks_per_child=1)
+        futures = [executor.submit(tasks.mul, i, i) for i in range(6)]
+        executor.shutdown()
+        for i, future in enumerate(futures):
+            assert future.result() == tasks.mul(i, i)
 
     def test_map_chunksize(self, executor: pressure.Executor) -> None:
         def bad_map() -> None:

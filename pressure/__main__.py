@@ -66,6 +66,9 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
     parser.add_argument("--prefetch", type=int, default=worker.PREFETCH,
                         help=f"queued short tasks a worker takes and claims at once (default {worker.PREFETCH}; "
                              "1 = one at a time: then cancel() cancels any task not started)")
+    parser.add_argument("--max-tasks-per-child", type=int, default=None, metavar="N",
+                        help="tasks a worker process runs before another replaces it (default: no limit; "
+                             "the processes then start with 'spawn')")
     parser.add_argument("--authkey-file", default=None, metavar="PATH",
                         help="a file holding the key the executor signs its tasks with, one key per line, "
                              "the first signing (default: PRESSURE_AUTHKEY)")
@@ -89,7 +92,8 @@ def _worker_main(args: argparse.Namespace) -> int:
             print(f"pressure worker: --authkey-file {args.authkey_file} holds no key", file=sys.stderr)
             return 2
     run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
-                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch, authkey=authkey)
+                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch, authkey=authkey,
+                max_tasks_per_child=args.max_tasks_per_child)
     return 0
 
 

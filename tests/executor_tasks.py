@@ -21,6 +21,7 @@ __all__ = [
     "die_holding_locks",
     "add",
     "echo",
+    "exit_self",
     "fail",
     "failing_initializer",
     "get_global",
@@ -192,6 +193,13 @@ def kill_self(path: str) -> None:
     record(path, str(os.getpid()))
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)  # never reached
+
+
+def exit_self(path: str, code: int) -> None:
+    """Record this run in ``path``, then end the worker running it with ``os._exit(code)`` (no
+    signal, no cleanup: the exit status alone tells how it ended), every time it runs."""
+    record(path, str(os.getpid()))
+    os._exit(code)
 
 
 def die_holding_locks(path: str) -> None:

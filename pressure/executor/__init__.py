@@ -69,6 +69,7 @@ import redis.cluster
 from .._validate import MAX_BOUND, _seconds
 from ..connection import ConnectionConfig
 from ..signing import Authkey, resolve_authkey
+from ._contexts import pool_context
 from ._core import ExecutorStatistics as ExecutorStatistics
 from ._core import _Core
 from .admin import delete_executor as delete_executor
@@ -130,7 +131,10 @@ class Executor(concurrent.futures.Executor):
     ``max_attempts`` bounds the starts of a task whose workers die;
     ``max_pending`` bounds the task queue (``submit`` then blocks);
     ``visibility_timeout`` is how long a silent worker keeps its task (live
-    workers renew it every second).
+    workers renew it every second); ``max_tasks_per_child``, as in
+    ProcessPoolExecutor, is how many tasks a local worker process runs before
+    another replaces it ('spawn' is then the default start method; 'fork' is
+    refused).
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class Executor(concurrent.futures.Executor):
         local_workers: bool | None = None,
         authkey: Authkey | None = None,
         serializer: str = "pickle",
+        max_tasks_per_child: int | None = None,
     ) -> None:
         # every argument is checked before the first round trip: a bad one creates nothing
         if name is not None and not isinstance(name, str):
@@ -167,6 +172,7 @@ class Executor(concurrent.futures.Executor):
             max_workers = int(operator.index(max_workers))
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
+        mp_context = pool_context(mp_context, max_tasks_per_child)  # ProcessPoolExecutor's checks
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
         if max_pending is not None:
@@ -181,7 +187,7 @@ class Executor(concurrent.futures.Executor):
         config = ConnectionConfig.resolve(url, connection)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
                            initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys,
-                           dumps, OUTAGE_LIMIT)
+                           dumps, OUTAGE_LIMIT, max_tasks_per_child)
         weakref.finalize(self, self._core._release)
 
     @property

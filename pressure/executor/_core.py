@@ -143,6 +143,7 @@ class _Core:
         authkey: tuple[bytes, ...] = (),
         dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
         outage_limit: float = 60.0,
+        max_tasks_per_child: int | None = None,
     ) -> None:
         self._outage_limit = outage_limit  # pressure.executor.OUTAGE_LIMIT, as the Executor was made
         self._pid = os.getpid()  # the process whose executor this is (not a forked child)
@@ -157,6 +158,7 @@ class _Core:
         self._backend.route(self._keys.claims, f"executor {self._name!r}")  # on a cluster: its slot
         self._max_workers = max_workers
         self._mp_context = mp_context
+        self._max_tasks_per_child = max_tasks_per_child
         self._initializer, self._initargs = initializer, initargs
         self._max_attempts = max_attempts
         self._visibility_timeout = visibility_timeout
@@ -373,6 +375,7 @@ class _Core:
                                 visibility_timeout=self._visibility_timeout,
                                 initializer=self._initializer or no_initializer, initargs=self._initargs,
                                 mp_context=self._mp_context, authkey=self._authkey or None,
+                                max_tasks_per_child=self._max_tasks_per_child,
                                 _prepared=Prepared(frozenset(filter(self._backend.is_loaded, WORKER_SCRIPTS)),
                                                    self._results.name)).start()
 
@@ -399,7 +402,8 @@ class _Core:
 
     def _collect(self, start_workers: bool = False) -> None:
         """Complete futures from the result queue until shut down with nothing pending
-        (``start_workers``: first start local workers if needed; ``_start`` could not tell).
+        (``start_workers``: first start local workers if needed; ``_start`` could not tell),
+        replacing local workers that died or retired (``max_tasks_per_child``) at every turn.
         Each batch of results is counted in Redis before its futures complete, so
         ``statistics()`` agrees with what a caller has seen finish."""
         last_look = 0.0
@@ -435,6 +439,8 @@ class _Core:
                         self._look_around()
                     except BackendError as exc:
                         complaint.failed(exc)
+                if self._pool is not None:  # no round trip: at every turn, Redis or not
+                    self._pool.check()
                 with self._lock:
                     if (self._shutdown or _exiting.is_set()) and not self._futures:
                         return
@@ -447,8 +453,8 @@ class _Core:
             self._cleanup(patience=self._outage_limit)
 
     def _look_around(self) -> None:
-        """A worker's initializer failed (the executor is broken); local workers died; which
-        pending futures a worker has started (they become running: one round trip in all)."""
+        """A worker's initializer failed (the executor is broken); which pending futures a
+        worker has started (they become running: one round trip in all)."""
         with self._lock:
             pending = [f for f in itertools.islice(self._futures.values(), _CLAIM_BATCH)
                        if not f.running() and not f.done()]
@@ -464,8 +470,6 @@ class _Core:
         for future, state, started in zip(pending, fields[::2], fields[1::2]):
             if state is not None and (state.startswith(b"run:") or (state.startswith(b"pre:") and started)):
                 future._started()
-        if self._pool is not None:
-            self._pool.check()
 
     def _break(self, reason: str) -> None:
         """Fail every pending future with BrokenExecutor; later submits raise it. Tasks not

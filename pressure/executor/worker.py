@@ -71,10 +71,11 @@ from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
 from ..signing import Authkey, resolve_authkey
 from ._claims import Claims
+from ._contexts import own_forkserver, pool_context
 from ._handles import Handles, Prepared
 from ._initializer import initialize
 
-__all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR"]
+__all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR", "pool_context"]
 
 logger = _log.WORKER
 
@@ -100,6 +101,10 @@ SHORT_TASK = 0.005
 #: in ProcessPoolExecutor's call queue. 8 ran no-op tasks about 20% slower (the bench's
 #: ``--executor``).
 PREFETCH = 16
+
+#: How a worker ends (run_worker's return value, its process's exit status, which the process
+#: also says in a shared byte as it exits); _UNSAID: it did not say (see WorkerPool.check).
+STOPPED, NOT_INITIALIZED, CRASHED, RETIRED, _UNSAID = 0, 1, 2, 3, -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,8 @@ class WorkerConfig:
     prefetch: int = PREFETCH
     #: The keys tasks, replies and the stored initializer are signed with (never shown).
     authkey: tuple[bytes, ...] = field(default=(), repr=False)
+    #: How many tasks a worker runs before it ends (None: no limit); its pool starts another.
+    max_tasks_per_child: int | None = None
 
 
 class _RemoteTraceback(Exception):
@@ -221,6 +228,7 @@ class _Worker:
         #: id): a start number (to be counted as it starts), or a decision not to run it
         self.claimed: dict[str, int] = {}
         self.started: float | None = None  # when the running task started
+        self.ran = 0  # tasks started (what max_tasks_per_child counts)
         self.short = False  # whether the last task ran shorter than SHORT_TASK
         #: tasks run whose replies and settlements have not gone out yet (under ``lock``): short
         #: tasks' go out together; a task running longer than SHORT_TASK sends those before it
@@ -306,7 +314,7 @@ class _Worker:
         if self.short and done:
             try:
                 calls, puts = self._reply_calls(done)
-                replies, got = self.link.receive_many_after(calls, self.where.prefetch)
+                replies, got = self.link.receive_many_after(calls, self.batch())
                 with self.lock:
                     self.held.extend(got)  # ours now, whatever the replies say
                 self._check_replies(puts, replies)
@@ -318,7 +326,7 @@ class _Worker:
         else:
             self.finish_batch(done)
             if self.short:
-                got = self.link.receive_many(self.where.prefetch)
+                got = self.link.receive_many(self.batch())
                 with self.lock:
                     self.held.extend(got)
         if not got:
@@ -328,6 +336,18 @@ class _Worker:
             delivery = self.link.receive(_POLL, self.stop)
             with self.lock:
                 self.held.append(delivery)
+
+    def batch(self) -> int:
+        """How many queued tasks to take at once while tasks are short: no more than it runs
+        before it retires."""
+        if self.where.max_tasks_per_child is None:
+            return self.where.prefetch
+        return max(1, min(self.where.prefetch, self.where.max_tasks_per_child - self.ran))
+
+    def retired(self) -> bool:
+        """Whether the worker has run its ``max_tasks_per_child`` tasks: then it ends."""
+        limit = self.where.max_tasks_per_child
+        return limit is not None and self.ran >= limit
 
     def claim_next(self) -> tuple[Delivery[Task], int] | None:
         """The next held task and claim.lua's decision about it; None if nothing is held, or
@@ -388,6 +408,7 @@ class _Worker:
             return None
         with self.lock:
             self.started = time.monotonic()
+        self.ran += 1
         try:
             fn, args, kwargs = pickle.loads(task.body)
             _, message = outcome(True, fn(*args, **kwargs))
@@ -486,7 +507,9 @@ class _Worker:
             _log.event(logger, logging.WARNING, "replies_wait", "worker %s: replies wait: %s", self.id, exc,
                        executor=self.where.name, prefix=self.where.prefix, worker=self.id, error=str(exc))
 
-    def loop(self) -> None:
+    def loop(self) -> int:
+        """Run tasks until told to stop, or retired (``max_tasks_per_child``): how it ended,
+        STOPPED or RETIRED."""
         beat = threading.Thread(target=self.heartbeat, name="pressure-heartbeat", daemon=True)
         beat.start()
         _log.event(logger, logging.INFO, "worker_start", "worker %s started (executor %r, pid %d)", self.id,
@@ -494,7 +517,7 @@ class _Worker:
                    worker=self.id, pid=os.getpid())
         complaint = Complaint(logger, f"worker {self.id}")
         try:
-            while not self.stop():
+            while not self.stop() and not self.retired():
                 try:
                     self.forget_settled()
                     if not self.held:  # a batch is over: its replies go before more is taken
@@ -509,7 +532,7 @@ class _Worker:
                 except DeserializationError:  # dead-lettered (and logged) by the queue
                     continue
                 except ShutDown:  # the executor's queue was deleted
-                    return
+                    return STOPPED
                 except PressureError as exc:  # Redis restarting or unreachable (or a key of the
                     complaint.failed(exc)       # wrong type): wait, never crash-loop the workers
                     pause(_POLL, self.stop)
@@ -525,6 +548,7 @@ class _Worker:
                     self.done.append((delivery, reply))
                 if not self.short or self.stop():
                     self._try_finish()  # a long task's result goes out at once
+            return RETIRED if self.retired() else STOPPED
         finally:
             self.ending.set()
             self.first_beat.set()  # a heartbeat still waiting for its first beat ends now
@@ -543,12 +567,13 @@ class _Worker:
                 queue.disconnect()
             _log.event(logger, logging.INFO, "worker_stop", "worker %s stopped (executor %r)", self.id,
                        self.where.name, executor=self.where.name, prefix=self.where.prefix, worker=self.id,
-                       pid=os.getpid(), given_back=len(held))
+                       pid=os.getpid(), given_back=len(held), retired=self.retired())
 
 
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
-    """Run one worker in this process until ``stop()`` is true; the exit status."""
+    """Run one worker in this process until ``stop()`` is true (or it has run
+    ``where.max_tasks_per_child`` tasks); the exit status: STOPPED, NOT_INITIALIZED or RETIRED."""
     return _run_worker(where, stop, initializer, initargs, None, None)
 
 
@@ -561,20 +586,21 @@ def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Call
     initialized = initialize(where, initializer, initargs, stop, backend)
     if initialized is None:
         backend.disconnect()
-        return 0
+        return STOPPED
     if not initialized:
         backend.disconnect()
-        return 1
-    _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
-    return 0
+        return NOT_INITIALIZED
+    return _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
 
 
-def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[..., Any] | None,
+def _process_main(where: WorkerConfig, stopping: Any, said: Any, initializer: Callable[..., Any] | None,
                   initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> None:
     """A worker process: SIGINT is the parent's to handle (it sets the shared byte
-    ``stopping``, which is read without a lock). Exit status 0: stopped; 1: the initializer
-    failed; 2: it crashed (the pool starts another). Its log lines are timestamped (a new
-    process has no logging configuration: the parent's is not inherited)."""
+    ``stopping``, which is read without a lock). Its exit status (STOPPED, NOT_INITIALIZED,
+    CRASHED or RETIRED) also goes in the shared byte ``said`` as it ends: a process that ends
+    without saying so died (its exit status may be any, a task's ``os._exit``). Its log lines
+    are timestamped (a new process has no logging configuration: the parent's is not
+    inherited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not logging.getLogger().handlers:
         logging.basicConfig(format=LOG_FORMAT)
@@ -583,39 +609,19 @@ def _process_main(where: WorkerConfig, stopping: Any, initializer: Callable[...,
     except Exception:
         _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
                    exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
-        status = 2
+        status = CRASHED
+    said.value = status
     raise SystemExit(status)
-
-
-def _own_forkserver() -> None:
-    """Make the forkserver this process's own. CPython's forkserver state survives a fork,
-    but the server is not the forked child's child, so starting a process there fails
-    with ChildProcessError (ensure_running waits on the server's pid): a process forked
-    after its parent started the forkserver (a prefork server, a test harness) forgets
-    the inherited one and starts its own."""
-    from multiprocessing import forkserver
-
-    server: Any = forkserver._forkserver
-    with server._lock:
-        pid = server._forkserver_pid
-        if pid is None:
-            return
-        try:
-            os.waitpid(pid, os.WNOHANG)
-            return  # our child: the stdlib looks after it
-        except ChildProcessError:
-            pass
-        if server._forkserver_alive_fd is not None:
-            os.close(server._forkserver_alive_fd)  # our copy only: the parent keeps its own
-        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
 
 
 class WorkerPool:
     """``processes`` worker processes for the executor ``name``, on this host.
 
     ``start()`` starts them; ``stop(wait=True)`` lets each finish its task and
-    exit; ``with WorkerPool(...) as pool:`` does both. A process that dies is
-    replaced by ``check()`` (its task is redelivered). The executor uses one
+    exit; ``with WorkerPool(...) as pool:`` does both. A process that dies (or
+    ends without saying why: a task's ``os._exit``) is replaced by ``check()``
+    (its task is redelivered); so is one that ran ``max_tasks_per_child`` tasks
+    and ended (nothing of it is redelivered). The executor uses one
     for its local workers; ``python -m pressure worker`` runs one until
     SIGINT or SIGTERM.
 
@@ -629,7 +635,8 @@ class WorkerPool:
                  initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = (),
                  mp_context: multiprocessing.context.BaseContext | None = None,
                  config: ConnectionConfig | None = None, prefetch: int = PREFETCH,
-                 authkey: Authkey | None = None, _prepared: Prepared | None = None) -> None:
+                 authkey: Authkey | None = None, max_tasks_per_child: int | None = None,
+                 _prepared: Prepared | None = None) -> None:
         if config is None:
             config = ConnectionConfig.resolve(url)
         if processes is None:
@@ -638,16 +645,19 @@ class WorkerPool:
             raise ValueError("processes must be greater than 0")
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
+        # the platform's default, as ProcessPoolExecutor's: fork where it forks (a worker then
+        # starts in a few ms, with nothing to import), forkserver or spawn elsewhere; spawn
+        # with max_tasks_per_child
+        self.context: Any = pool_context(mp_context, max_tasks_per_child)
         self.where = WorkerConfig(name, config, resolve_prefix(prefix), visibility_timeout, prefetch,
-                                  resolve_authkey(authkey))
+                                  resolve_authkey(authkey), max_tasks_per_child)
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
-        # the platform's default, as ProcessPoolExecutor's: fork where it forks (a worker then
-        # starts in a few ms, with nothing to import), forkserver or spawn elsewhere
-        self.context: Any = mp_context or multiprocessing.get_context()
         #: 1 once the processes are told to stop: shared memory without a lock
         self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
+        #: by process: its byte of shared memory, in which it says how it ends (STOPPED...)
+        self._said: dict[Any, Any] = {}
         self._waker: Queue[Task] | None = None
         self._prepared = _prepared  # by the executor that starts this pool: see Prepared
         #: forked workers' queue handles, built here (their backend's client too: see
@@ -655,12 +665,15 @@ class WorkerPool:
         self._for_child: Handles | None = None
 
     def _spawn(self) -> Any:
+        """A new worker process, started (with the byte in which it says how it ends)."""
         if self.context.get_start_method() == "forkserver":
-            _own_forkserver()
+            own_forkserver()
+        said = self.context.RawValue("b", _UNSAID)
         proc = self.context.Process(target=_process_main, name="pressure-worker",
-                                    args=(self.where, self.stopping, self.initializer, self.initargs,
+                                    args=(self.where, self.stopping, said, self.initializer, self.initargs,
                                           self._prepared, self._for_child))
         proc.start()
+        self._said[proc] = said
         return proc
 
     def start(self) -> WorkerPool:
@@ -689,22 +702,33 @@ class WorkerPool:
         return self
 
     def check(self) -> int:
-        """Replace worker processes that died (not those that stopped cleanly or failed to
-        initialize); return how many were replaced."""
+        """Replace worker processes that died (killed, crashed, or ended without saying how,
+        whatever their exit status: a task's ``os._exit``) or retired (``max_tasks_per_child``),
+        not those that stopped or failed to initialize; return how many were replaced."""
         replaced = 0
         for i, proc in enumerate(self.procs):
-            if proc.exitcode is not None and proc.exitcode not in (0, 1) and not self.stopping.value:
+            if proc.exitcode is None or self.stopping.value:
+                continue
+            said = self._said[proc].value if proc in self._said else _UNSAID
+            if said in (STOPPED, NOT_INITIALIZED):
+                continue
+            if said == RETIRED:
+                _log.event(logger, logging.INFO, "worker_retired", "worker process %s ran its %d tasks "
+                           "(max_tasks_per_child): starting another", proc.pid, self.where.max_tasks_per_child,
+                           executor=self.where.name, prefix=self.where.prefix, pid=proc.pid)
+            else:
                 _log.event(logger, logging.WARNING, "worker_lost", "worker process %s died (exit code %s): "
                            "starting another", proc.pid, proc.exitcode, executor=self.where.name,
                            prefix=self.where.prefix, pid=proc.pid, exitcode=proc.exitcode)
-                try:
-                    self.procs[i] = self._spawn()
-                except OSError as exc:  # fork() failed (EAGAIN, ENOMEM): the next check tries again
-                    _log.event(logger, logging.WARNING, "worker_not_replaced", "cannot start a worker process "
-                               "yet: %s", exc, executor=self.where.name, prefix=self.where.prefix,
-                               error=str(exc))
-                    continue
-                replaced += 1
+            try:
+                self.procs[i] = self._spawn()
+            except OSError as exc:  # fork() failed (EAGAIN, ENOMEM): the next check tries again
+                _log.event(logger, logging.WARNING, "worker_not_replaced", "cannot start a worker process "
+                           "yet: %s", exc, executor=self.where.name, prefix=self.where.prefix,
+                           error=str(exc))
+                continue
+            del self._said[proc]
+            replaced += 1
         return replaced
 
     def alive(self) -> int:
@@ -763,12 +787,15 @@ class WorkerPool:
 
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
                 processes: int | None = None, visibility_timeout: float = 30.0,
-                prefetch: int = PREFETCH, authkey: Authkey | None = None) -> None:
+                prefetch: int = PREFETCH, authkey: Authkey | None = None,
+                max_tasks_per_child: int | None = None) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
-    redelivered."""
+    redelivered. With ``max_tasks_per_child``, each process ends after that many tasks and
+    another starts (with 'spawn', as ProcessPoolExecutor's)."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
-                      visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey)
+                      visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey,
+                      max_tasks_per_child=max_tasks_per_child)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
