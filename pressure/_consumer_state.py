@@ -88,6 +88,7 @@ class _ConsumerState(Generic[T]):
         self.departure = Departure(queue._backend, queue._keys, queue._variant, queue._options)
         #: consumer id -> the delivery numbers its last get returned (the leave drops them)
         self.last_received: dict[str, list[str]] = self.departure.received
+        self.departure.acknowledged += [self.posted, self.owed]
         self.record_cache: tuple[int, str] = (-1, "")
         # this handle's own consumer lists: two handles in one thread never share them
         self.token = uuid.uuid4().hex[:8]

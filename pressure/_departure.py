@@ -20,6 +20,8 @@ from __future__ import annotations
 import multiprocessing.util
 import os
 import threading
+from collections.abc import Collection
+from typing import Any
 
 from ._scripts import REQUEUE
 from ._validate import Options
@@ -49,6 +51,11 @@ class Departure:
         #: default mode: consumer id -> the delivery numbers its last get returned (shared
         #: with the consumer, which keeps it up to date): in its hands, never requeued
         self.received: dict[str, list[str]] = {}
+        #: reliable mode: the handle's deliveries acknowledged but maybe not yet on the server
+        #: (task_done()'s posted acknowledgements, their replies unread, and those owed again:
+        #: the consumer's own collections, shared): the leave acknowledges them itself, since
+        #: its script runs on another connection and could overtake them
+        self.acknowledged: list[Collection[Any]] = []
         self.lock = threading.RLock()
         self.finalizer: multiprocessing.util.Finalize[None] | None = None
 
@@ -77,7 +84,9 @@ class Departure:
         k = self.keys
         reached = True
         for cid, record in joined.items():
-            returned: list[str] = [] if self.reliable else list(held.pop(cid, ()))
+            returned: list[str] = (
+                [d.id for acks in self.acknowledged for d in list(acks) if d.consumer == cid] if self.reliable
+                else list(held.pop(cid, ())))
             if not reached:
                 continue  # the server did not answer the last one: none waits for it again
             try:

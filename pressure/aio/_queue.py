@@ -162,6 +162,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         #: posted acknowledgements (reliable) whose reply is unread; those owed again
         self._posted: collections.deque[AsyncDelivery[T]] = collections.deque()
         self._owed: list[AsyncDelivery[T]] = []
+        self._departure.acknowledged += [self._posted, self._owed]  # its leave acknowledges them
         #: the errors posted calls answered, for the next call to raise (None: queue gone)
         self._ack_errors: list[Exception | None] = []
         #: default mode: a token per item get()/get_many() returned (its task_done() may post

@@ -60,7 +60,11 @@
 -- ARGV[10] - ('release') '' or 'buried': straight to the dead letters, the entry marked
 --            'buried.<seq>' (Delivery.bury)
 -- ARGV[11..] - ('recover') delivery numbers the consumer's default-mode gets returned
---              ('h<first seq>' for a held batch): in its hands, so dropped, never requeued
+--              ('h<first seq>' for a held batch): in its hands, so dropped, never requeued;
+--              of a reliable consumer (record not ending in '|d'), those it acknowledged
+--              whose acknowledgement may not have run yet (posted on another connection):
+--              acknowledged here, as ack.lua does (its task counted done; that ack.lua then
+--              finds nothing and counts nothing)
 -- return {items requeued, items dead-lettered}, or {-1, 0} if nothing was
 -- done ('recover' of a changed record, 'sweep' within the interval); 'sweep'
 -- adds the consumers hash as a flat list so the caller can check pids
@@ -129,9 +133,16 @@ end
 local returned = {}
 for i = 11, #ARGV do returned[ARGV[i]] = true end
 
+local acknowledging = mode == 'recover' and string.sub(delivery_or_record, -2) ~= '|d'
+local acked = 0
 local function requeue_all(key)
   for _, entry in ipairs(redis.call('LRANGE', key, '0', '-1')) do
-    if not returned[string.match(entry, '^([^:]*):') or ''] then requeue(entry) end
+    if not returned[string.match(entry, '^([^:]*):') or ''] then
+      requeue(entry)
+    elseif acknowledging then
+      if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
+      acked = acked + 1
+    end
   end
   redis.call('DEL', key)
 end
@@ -182,10 +193,8 @@ end
 local function upkeep()
   -- items given back leave :stats:consumed_messages: counted here, so takes can be told
   if requeued > 0 then redis.call('HINCRBY', counts_key, 'returned', requeued) end
-  if dead > 0 then
-    redis.call('HINCRBY', counts_key, 'dead', dead)
-    tasks_ended(produced_messages, tasks_done, all_tasks_done, dead)
-  end
+  if dead > 0 then redis.call('HINCRBY', counts_key, 'dead', dead) end
+  if dead + acked > 0 then tasks_ended(produced_messages, tasks_done, all_tasks_done, dead + acked) end
   if requeued > 0 and delay == 0 then
     nudge_waiter(redis.call('GET', waiter_key), redis.call('GET', lease_key), inbox_prefix)
   end
