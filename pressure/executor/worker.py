@@ -65,7 +65,7 @@ from .._scripts import CLAIM, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from .._packing import Call
 from ..connection import Backend, ConnectionConfig, _load_command, _script_sha
-from ..errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from ..errors import BrokenExecutor, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
@@ -152,6 +152,9 @@ def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
         try:
             return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - any pickling failure
+            if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
+                value.__cause__ = None  # its cause could not be pickled: the text shows it
+                return outcome(False, value)
             substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
                                       f"which could not be pickled ({exc!r})")
             return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
@@ -167,7 +170,10 @@ def unpack_outcome(data: bytes) -> tuple[bool, Any]:
     """The result, or the exception with its remote traceback as ``__cause__``."""
     ok, value, text = pickle.loads(data)
     if not ok and isinstance(value, BaseException) and text:
-        value.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
+        last = value
+        while last.__cause__ is not None:  # a BrokenExecutor's cause, pickled with it
+            last = last.__cause__
+        last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
     return ok, value
 
 
@@ -390,9 +396,16 @@ class _Worker:
             self.started = time.monotonic()
         try:
             fn, args, kwargs = pickle.loads(task.body)
-            _, message = outcome(True, fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
-            _, message = outcome(False, exc)
+        except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool in ProcessPoolExecutor
+            broken = BrokenExecutor(f"task {task.id}'s function or arguments could not be "
+                                    f"unpickled in the worker: {exc!r}")
+            broken.__cause__ = exc
+            _, message = outcome(False, broken)
+        else:
+            try:
+                _, message = outcome(True, fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+                _, message = outcome(False, exc)
         with self.lock:
             self.short = time.monotonic() - self.started < SHORT_TASK
             self.started = None
