@@ -7,6 +7,7 @@ only held is never counted; one it started is counted even if it kills the worke
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -156,6 +157,25 @@ def test_settling_removes_the_mark_and_its_count(claims: Claims) -> None:
     assert claims.r.hkeys(claims.keys.claims) == [b"t1"]
 
 
+def test_a_count_posted_after_the_task_finished_goes_with_its_workers_settlement(claims: Claims) -> None:
+    """A held t2 to start next; its delivery went back to the queue behind A's back (A's
+    visibility timeout passed while Redis was paused), B ran it and settled it: no mark. Then A
+    starts its copy: its posted count arrives with no mark to fold into. A's settlement of
+    that copy removes it (it stayed for ever)."""
+    claims.submit("t1", "t2")
+    claims.hold(A, 1, 2)
+    assert claims.claim(A, (1, "t1", 3), (2, "t2", 3)) == [1, 1]
+    claims.hold(A, 1)  # t2's delivery 2 taken back from A
+    claims.hold(B, 7)
+    assert claims.claim(B, (7, "t2", 3)) == [1]
+    assert claims.settle(B, 7, "t2") == 1 and claims.mark("t2") is None
+    claims.r.hincrby(claims.keys.claims, "t2" + STARTED, 1)  # A's posted count of its copy
+    assert claims.settle(A, 2, "t2") == 0  # not A's to acknowledge any more
+    assert claims.started("t2") is None and claims.mark("t1") == f"run:1:{A}:1"
+    assert claims.settle(A, 1, "t1") == 1
+    assert claims.r.hgetall(claims.keys.claims) == {}
+
+
 # -- the worker -------------------------------------------------------------------------------
 
 
@@ -263,3 +283,48 @@ def test_a_count_posted_just_before_the_process_is_killed_reaches_redis(url: str
         proc = subprocess.run([sys.executable, "-c", _KILLED_AFTER_POSTING, url, key], check=False, timeout=60)
         assert proc.returncode == -9
         wait_for(lambda: int(r.hget(key + ":count", "starts") or 0), lambda n, i=i: n == i)
+
+
+def test_a_reply_is_never_sent_without_its_settlement(
+        make_executor: Callable[..., pressure.Executor], url: str, prefix: str, r: redis.Redis) -> None:
+    """The connection breaks in the middle of the worker's write, after its reply's put and
+    before its settlement (settle.lua), and the worker dies there (it never tries again).
+    Both go in one transaction, so neither ran: the task comes back (visibility timeout),
+    runs again, and once the executor is shut down no claim mark is left. (When the put ran
+    alone, the future completed from that reply, shutdown() returned, and the task's mark
+    and its delivery stayed in Redis for ever.)"""
+    from pressure._packing import _script_sha
+    from tests.reply_proxy import ReplyDropper
+
+    ex = make_executor("cut", local_workers=False)
+    future = ex.submit(tasks.square, 3)
+    wait_for(lambda: queued(r, prefix, "cut"), lambda n: n == 1)
+    proxy = ReplyDropper(int(url.rsplit(":", 1)[1].split("/")[0]))
+    dying = worker._Worker(WorkerConfig("cut", ConnectionConfig.resolve(proxy.url), prefix, 1.0), lambda: False)
+    try:
+        dying.fetch()
+        step = dying.claim_next()
+        assert step is not None and step[1] == 1
+        dying.done.append((step[0], dying.run(*step)))
+        proxy.cut_before(_script_sha("settle").encode())
+        with pytest.raises(pressure.BackendError):
+            dying.finish()
+        assert proxy.dropped.is_set()
+    finally:
+        dying.backend.disconnect()  # dead: its delivery waits out the visibility timeout
+        proxy.close()
+    claims = ExecutorKeys.build(prefix, "cut").claims
+    assert not future.done() and r.hlen(claims) == 1  # neither the reply nor the settlement
+    after = worker._Worker(WorkerConfig("cut", ConnectionConfig.resolve(url), prefix, 30.0), lambda: False)
+    try:
+        while not future.done():
+            with contextlib.suppress(pressure.Empty):
+                after.fetch()  # the dead worker's delivery comes back once its visibility timeout passes
+            while (step := after.claim_next()) is not None:
+                after.done.append((step[0], after.run(*step)))
+            after.finish()
+        assert future.result(timeout=SOON) == 9
+    finally:
+        after.backend.disconnect()
+    ex.shutdown(wait=True)
+    assert r.hgetall(claims) == {}

@@ -418,14 +418,16 @@ class _Worker:
         self.finish_batch(batch)
 
     def finish_batch(self, done: list[tuple[Delivery[Task], bytes | None]], forget: bool = True) -> None:
-        """Send the replies, then settle the deliveries: one round trip for all, the replies
-        first (a crash before the settlement loses nothing: the tasks come back). If Redis
-        fails, they wait in ``self.done`` for the next try, first in line."""
+        """Send the replies, then settle the deliveries: one round trip for all, in one
+        transaction (a reply sent is never left with its task's claim mark and delivery
+        unsettled, whatever happens to this process, the connection or the server: the mark
+        would outlive the task, and the delivery come back to run again). If Redis fails,
+        they wait in ``self.done`` for the next try, first in line."""
         if not done:
             return
         try:
             calls, puts = self._reply_calls(done)
-            self._check_replies(puts, self.backend.pipeline(calls))
+            self._check_replies(puts, self.backend.pipeline(calls, atomic=len(calls)))
         except BaseException:
             with self.lock:
                 self.done[:0] = done
@@ -453,8 +455,8 @@ class _Worker:
     def _reply_calls(self, done: list[tuple[Delivery[Task], bytes | None]]
                      ) -> tuple[list[Call], list[tuple[Queue[bytes], list[bytes], int]]]:
         """The calls that send the replies of ``done`` (one put.lua call per reply queue,
-        usually one: the executor's) and then settle them; and, per put call, its queue, its
-        replies and how many it carries."""
+        usually one: the executor's) and then settle them, to run as one transaction; and, per
+        put call, its queue, its replies and how many it carries."""
         by_queue: dict[str, tuple[Queue[bytes], list[bytes]]] = {}
         for delivery, message in done:
             if message is not None:
