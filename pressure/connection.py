@@ -324,6 +324,10 @@ class Backend(Wire):
         or a call of it ran (a restarted server answers NOSCRIPT, and it is loaded again)."""
         return name in self._loaded
 
+    def forget_loaded(self, name: str) -> None:
+        """Script ``name`` answered NOSCRIPT to a posted call: not loaded (no I/O here)."""
+        self._loaded.discard(name)
+
     def _script_loaded(self, name: str, reply: Any) -> None:
         """Note script ``name`` as loaded if ``reply``, a SCRIPT LOAD's, says so (an error, or a
         different hash, leaves its calls to answer NOSCRIPT: then ``_load_on`` says why)."""

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import pressure
-from pressure._scripts import CANCEL, CLAIM, SETTLE, STARTED, CancelStatus, ClaimStatus
+from pressure._scripts import CANCEL, CLAIM, COUNT_START, SETTLE, STARTED, CancelStatus, ClaimStatus
 from pressure.config import ConnectionConfig
 from pressure.connection import Backend
 from pressure.executor import worker
@@ -64,6 +64,9 @@ class Claims:
     def settle(self, consumer: str, delivery: int, task_id: str) -> int:
         keys = SETTLE.keys(self.keys, self.queue.inflight(consumer))
         return int(SETTLE.call(self.backend, keys, (consumer, delivery, task_id)))
+
+    def count_start(self, task_id: str) -> int:
+        return int(COUNT_START.call(self.backend, COUNT_START.keys(self.keys), (task_id,)))
 
     def mark(self, task_id: str) -> str | None:
         value = self.r.hget(self.keys.claims, task_id)
@@ -157,21 +160,27 @@ def test_settling_removes_the_mark_and_its_count(claims: Claims) -> None:
     assert claims.r.hkeys(claims.keys.claims) == [b"t1"]
 
 
-def test_a_count_posted_after_the_task_finished_goes_with_its_workers_settlement(claims: Claims) -> None:
-    """A held t2 to start next; its delivery went back to the queue behind A's back (A's
-    visibility timeout passed while Redis was paused), B ran it and settled it: no mark. Then A
-    starts its copy: its posted count arrives with no mark to fold into. A's settlement of
-    that copy removes it (it stayed for ever)."""
+def test_a_count_that_reaches_the_server_after_its_task_finished_leaves_nothing(claims: Claims) -> None:
+    """A's count of a start reaches the server after the task was settled: sent on A's main
+    connection while its heartbeat thread settled the task on its own (A went on to a long
+    task), or for a copy B had run and settled after A's visibility timeout passed. It counts
+    nothing (a plain HINCRBY left '<task id>:started' in the claims hash for ever)."""
     claims.submit("t1", "t2")
     claims.hold(A, 1, 2)
     assert claims.claim(A, (1, "t1", 3), (2, "t2", 3)) == [1, 1]
-    claims.hold(A, 1)  # t2's delivery 2 taken back from A
+    assert claims.count_start("t2") == 1  # counted while marked
+    assert claims.settle(A, 2, "t2") == 1 and claims.mark("t2") is None and claims.started("t2") is None
+    assert claims.count_start("t2") == 0  # a count arriving late: nothing
+    claims.submit("t3")
+    claims.hold(A, 1, 3)
+    assert claims.claim(A, (1, "t1", 3), (3, "t3", 3)) == [1, 1]  # t1 asked again; t3 held next
+    claims.hold(A, 1)  # t3's delivery taken back from A
     claims.hold(B, 7)
-    assert claims.claim(B, (7, "t2", 3)) == [1]
-    assert claims.settle(B, 7, "t2") == 1 and claims.mark("t2") is None
-    claims.r.hincrby(claims.keys.claims, "t2" + STARTED, 1)  # A's posted count of its copy
-    assert claims.settle(A, 2, "t2") == 0  # not A's to acknowledge any more
-    assert claims.started("t2") is None and claims.mark("t1") == f"run:1:{A}:1"
+    assert claims.claim(B, (7, "t3", 3)) == [1]
+    assert claims.settle(B, 7, "t3") == 1
+    assert claims.count_start("t3") == 0  # A starts its copy: B has run and settled it
+    claims.r.hincrby(claims.keys.claims, "t3" + STARTED, 1)  # as an older worker's plain count
+    assert claims.settle(A, 3, "t3") == 0  # not A's to acknowledge any more; the count goes
     assert claims.settle(A, 1, "t1") == 1
     assert claims.r.hgetall(claims.keys.claims) == {}
 

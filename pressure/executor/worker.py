@@ -12,7 +12,7 @@ settled) and runs them one at a time:
    in one round trip, as the first starts: from then on the worker holds them
    to start next (``cancel()`` returns False, as for a task in
    ProcessPoolExecutor's call queue), but each is counted only as it starts
-   (a HINCRBY sent without waiting for the reply: ``_claims.py``), so a task
+   (count_start.lua sent without waiting for the reply: ``_claims.py``), so a task
    the worker only held is never counted. Held tasks go back to the
    queue (and cancel again) when the worker stops or runs a long task. The
    decision stays in Redis until the task is settled, so a worker that dies
