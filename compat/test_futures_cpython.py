@@ -25,13 +25,14 @@ says so ("Difference:"):
 
 - A killed or crashed worker does not break the executor (``BrokenProcessPool`` in CPython):
   its task is delivered again, and after ``max_attempts`` deliveries only that future fails,
-  with ``pressure.WorkerLost`` (a ``BrokenExecutor``, like ``BrokenProcessPool``); later
+  with ``pressure.WorkerLost`` (a ``BrokenProcessPool``, as in CPython); later
   submits work. The crash tests use ``max_attempts=1`` (one crash each) except
   ``test_crash_during_func_exec_on_worker``, which checks the default of 3.
 - A task that cannot be unpickled in the worker, or a result that cannot be unpickled in
-  the caller, fails that future with its own exception (``UnpicklingError``, ``SystemExit``),
-  not the executor. Only a ``SystemExit`` raised by unpickling a result in the caller's
-  result thread breaks the executor, as in CPython.
+  the caller, fails that future alone with ``pressure.BrokenExecutor`` (a ``BrokenProcessPool``
+  as in CPython, the ``UnpicklingError`` or ``SystemExit`` as ``__cause__``), not the executor.
+  Only a ``SystemExit`` raised by unpickling a result in the caller's result thread breaks the
+  executor, as in CPython.
 - The remote traceback is ``pressure.executor.worker._RemoteTraceback`` (same ``.tb`` text).
 - A failing initializer is logged by the worker on logger ``pressure`` at ERROR
   (``concurrent.futures`` at CRITICAL in CPython); ``executor._broken`` is observed through
@@ -111,6 +112,7 @@ from concurrent.futures._base import (
     PENDING,
     RUNNING,
 )
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, cast
 
@@ -927,19 +929,19 @@ class TestDeadlock:
         _check_crash(make_executor, pickle.PicklingError, id, tasks.ErrorAtPickle())
 
     def test_exit_at_task_unpickle(self, make_executor: MakeExecutor) -> None:
-        """Difference: the worker unpickles the task as part of running it, so the future
-        fails with the SystemExit (BrokenProcessPool in CPython)."""
-        _assert_still_works(_check_crash(make_executor, SystemExit, id, tasks.ExitAtUnpickle()))
+        """Difference: BrokenProcessPool for that future alone, the SystemExit its cause."""
+        executor = _check_crash(make_executor, BrokenProcessPool, id, tasks.ExitAtUnpickle())
+        _assert_still_works(executor)
 
     def test_error_at_task_unpickle(self, make_executor: MakeExecutor,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-        """Difference: UnpicklingError for that future (BrokenProcessPool in CPython)."""
+        """Difference: BrokenProcessPool for that future alone (the UnpicklingError its cause)."""
         monkeypatch.setattr(sys, "stderr", sys.stderr)  # gh-109832: restored after the test
-        _assert_still_works(_check_crash(make_executor, pickle.UnpicklingError, id,
+        _assert_still_works(_check_crash(make_executor, BrokenProcessPool, id,
                                          tasks.ErrorAtUnpickle()))
 
     def test_crash_at_task_unpickle(self, make_executor: MakeExecutor) -> None:
-        """Difference: the segfaulting worker's task is lost (WorkerLost, a BrokenExecutor)."""
+        """Difference: the segfaulting worker's task is lost (WorkerLost, a BrokenProcessPool)."""
         _assert_still_works(_check_crash(make_executor, pressure.WorkerLost, id,
                                          tasks.CrashAtUnpickle()))
 
@@ -959,7 +961,7 @@ class TestDeadlock:
         _check_crash(make_executor, RuntimeError, tasks._raise_error, RuntimeError)
 
     def test_crash_during_result_pickle_on_worker(self, make_executor: MakeExecutor) -> None:
-        """Difference: WorkerLost for that future (BrokenProcessPool in CPython)."""
+        """Difference: WorkerLost (a BrokenProcessPool) for that future alone."""
         _assert_still_works(_check_crash(make_executor, pressure.WorkerLost, tasks._return_instance,
                                          tasks.CrashAtPickle))
 
@@ -972,10 +974,10 @@ class TestDeadlock:
 
     def test_error_during_result_unpickle_in_result_handler(
             self, make_executor: MakeExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Difference: UnpicklingError for that future (BrokenProcessPool in CPython). The
-        unpickling runs in this process and replaces sys.stderr: restored after the test."""
+        """Difference: BrokenProcessPool for that future alone. The unpickling runs in this
+        process and replaces sys.stderr: restored after the test."""
         monkeypatch.setattr(sys, "stderr", sys.stderr)
-        _assert_still_works(_check_crash(make_executor, pickle.UnpicklingError,
+        _assert_still_works(_check_crash(make_executor, BrokenProcessPool,
                                          tasks._return_instance, tasks.ErrorAtUnpickle))
 
     def test_exit_during_result_unpickle_in_result_handler(
@@ -989,7 +991,7 @@ class TestDeadlock:
 
     def test_shutdown_deadlock(self, make_executor: MakeExecutor) -> None:
         """Shutdown does not deadlock if a worker dies after it was called. Difference: the
-        future fails with WorkerLost (max_attempts=1), a BrokenExecutor like BrokenProcessPool."""
+        future fails with WorkerLost (max_attempts=1), a BrokenProcessPool."""
         with make_executor(max_workers=2, max_attempts=1) as executor:
             f = executor.submit(tasks._crash, delay=.1)
             executor.shutdown(wait=True)
@@ -1010,7 +1012,7 @@ class TestDeadlock:
 
     def test_crash_big_data(self, make_executor: MakeExecutor) -> None:
         """gh-94777: workers crashing on large task data give a clean exception, no deadlock.
-        Difference: WorkerLost (max_attempts=1) rather than BrokenProcessPool."""
+        Difference: WorkerLost (max_attempts=1), a BrokenProcessPool for that future alone."""
         data = "a" * PIPE_MAX_SIZE
         with make_executor(max_workers=2, max_attempts=1) as executor, \
                 pytest.raises(pressure.WorkerLost):

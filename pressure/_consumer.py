@@ -301,7 +301,8 @@ class _Consumer(_ConsumerState[T]):
     def queued_after(self, before: Sequence[Call], mode: str, n: int,
                      keep: bool = False) -> tuple[str, list[Any], list[bytes]]:
         """``queued``, the script calls ``before`` going ahead of it in the same round trip
-        (``Backend.pipeline``): (this consumer's id, their replies, the get's reply)."""
+        (``Backend.pipeline``), as one transaction (all or none of them run): (this consumer's
+        id, their replies, the get's reply)."""
         self.retry_cancels()
         cid = self.id()
         self.roles.sweep_if_due()  # as receive() does: a consumer of batches also recovers dead peers
@@ -309,7 +310,8 @@ class _Consumer(_ConsumerState[T]):
         replies: list[Any] = []
         try:
             if before:
-                *replies, result = self.backend.pipeline([*before, (self.get_many_command, tail)])
+                *replies, result = self.backend.pipeline([*before, (self.get_many_command, tail)],
+                                                         atomic=len(before))
                 if isinstance(result, redis.RedisError):
                     self.backend.raise_error(result, "script get", True)
             else:

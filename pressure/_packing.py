@@ -152,3 +152,8 @@ class PackedScript:
 #: A script call: a packed script and the keys and arguments after its fixed ones
 #: (``Backend.pipeline``, ``Internal.pipeline``).
 Call = tuple[PackedScript, Sequence[bytes | str | int]]
+
+
+#: What goes behind posted commands to read their replies in one round trip (a flush): the
+#: README's ACL rule allows it (``+ping``).
+PING = pack_command("PING")

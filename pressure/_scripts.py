@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Script", "QueueScript", "CREATE", "FORGET", "INFO", "SET_BOUND", "JOIN_CHECK", "CLOSE",
            "DRAIN", "DELETE", "PUT", "GET", "GET_FLAG", "ACK", "REQUEUE", "KICK", "STATS", "FIND_ITEM", "REPAIR", "RESTORE",
-           "TOUCH", "WAKE", "SUBMIT", "CLAIM", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ",
+           "TOUCH", "WAKE", "SUBMIT", "CLAIM", "COUNT_START", "SETTLE", "CANCEL", "LOG_APPEND", "LOG_COMMIT", "LOG_READ",
            "QUEUE_SCRIPTS", "OTHER_SCRIPTS"]
 
 
@@ -367,12 +367,14 @@ class ClaimStatus(IntEnum):
 
 
 #: The claims hash's field, after a task's id, that counts the starts of a task claimed to start
-#: next ('pre'): its worker increments it as it starts the task (claim.lua).
+#: next ('pre'): its worker increments it as it starts the task (count_start.lua).
 STARTED = ":started"
 #: keys: the executor's, and the worker's in-flight list of the task queue
 CLAIM = Script("claim", lambda k, inflight: (k.claims, inflight, k.retried, k.lost),
                ("consumer_id", "inflight_prefix"), ClaimStatus,
                more_argv="delivery, task id and max attempts of each task")
+#: keys: the executor's; the task's count of starts, 0 if it has finished (not counted)
+COUNT_START = Script("count_start", lambda k: (k.claims,), ("task_id",))
 #: keys: the executor's, the worker's in-flight list of the task queue and the task queue's
 #: (``QueueKeys``) task counters; how many deliveries were acknowledged
 SETTLE = Script("settle", lambda k, inflight, tasks: (k.claims, inflight, tasks.produced_messages,
@@ -407,4 +409,4 @@ LOG_READ = Script("log_read", lambda log, committed: (log, committed), ("first",
 #: come from a ``QueueKeys``, and the others.
 QUEUE_SCRIPTS = (CREATE, FORGET, INFO, SET_BOUND, JOIN_CHECK, CLOSE, DRAIN, DELETE, PUT, GET, ACK,
                  REQUEUE, KICK, REPAIR, STATS, FIND_ITEM)
-OTHER_SCRIPTS = (TOUCH, WAKE, RESTORE, SUBMIT, CLAIM, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT, LOG_READ)
+OTHER_SCRIPTS = (TOUCH, WAKE, RESTORE, SUBMIT, CLAIM, COUNT_START, SETTLE, CANCEL, LOG_APPEND, LOG_COMMIT, LOG_READ)

@@ -25,6 +25,7 @@ import redis
 import redis.cluster
 
 from . import _log, identity
+from ._packing import PING
 from ._routing import Routing
 from .config import SOCKET_TIMEOUT, ConnectionConfig
 from .errors import (
@@ -449,7 +450,7 @@ class Wire(Routing):
         if not state.unread or conn is None or state.pid != os.getpid():
             return
         try:
-            self._send(conn, [b"*1\r\n$4\r\nPING\r\n"], "PING")
+            self._send(conn, [PING], "PING")
             self._read(conn, "PING", False)
         except (BackendError, _RetryLater):
             self._forget_unread(conn)

@@ -30,6 +30,9 @@ from ._packing import _script_sha as _script_sha
 from ._packing import _script_source as _script_source
 from ._packing import pack_command as pack_command
 from .durability import Durability
+
+_MULTI = pack_command("MULTI")
+_EXEC = pack_command("EXEC")
 # where the server is: its own module, every name importable from here as before
 from .config import PASSWORD_ENV as PASSWORD_ENV
 from .config import SOCKET_CONNECT_TIMEOUT as SOCKET_CONNECT_TIMEOUT
@@ -161,7 +164,8 @@ class Backend(Wire):
         return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
-                 pooled: bool = False, after: Sequence[bytes] = (), load: Sequence[str] = ()) -> list[Any]:
+                 pooled: bool = False, after: Sequence[bytes] = (), load: Sequence[str] = (),
+                 atomic: int = 0) -> list[Any]:
         """Run several packed scripts in one round trip on this thread's connection, in order
         (``pooled``: on a connection of the client's pool, as ``run``: for a thread that sends
         once, which then opens no connection of its own). ``after``: plain commands
@@ -178,7 +182,9 @@ class Backend(Wire):
         server refused every one for now (see ``refused_for_now``). A reply lost with a
         connection that redis-py dropped on an earlier error reply is a ConnectionError:
         that call may or may not have run. ``load``: more scripts to load in the same round
-        trip, for calls to come (not known to be loaded here: see ``is_loaded``).
+        trip, for calls to come (not known to be loaded here: see ``is_loaded``). ``atomic``:
+        the first ``atomic`` calls run as one transaction (MULTI/EXEC): all or none of them,
+        whatever happens to the connection or the server meanwhile.
         """
         what = "pipelined scripts " + ", ".join(command.name for command, _ in calls)
 
@@ -190,7 +196,7 @@ class Backend(Wire):
         def attempt_on(conn: redis.connection.AbstractConnection) -> list[Any]:
             names = [*(command.name for command, _ in calls), *load]
             loads = list(dict.fromkeys(name for name in names if name not in self._loaded))
-            replies = self._pipeline_once(conn, calls, what, loads, after)
+            replies = self._pipeline_once(conn, calls, what, loads, after, atomic)
             if replies and all(map(refused_for_now, replies)):
                 raise _RetryLater(replies[0])
             replies, tail = replies[:len(calls)], replies[len(calls):]
@@ -200,7 +206,8 @@ class Backend(Wire):
                 self._loaded.clear()
                 for name in {calls[i][0].name for i in missing}:
                     self._load_on(conn, name)
-                again = self._pipeline_once(conn, [calls[i] for i in missing], what)
+                again = self._pipeline_once(conn, [calls[i] for i in missing], what,
+                                            atomic=sum(i < atomic for i in missing))
                 for i, reply in zip(missing, again):
                     replies[i] = reply
             return replies + tail
@@ -209,13 +216,18 @@ class Backend(Wire):
 
     def _pipeline_once(self, conn: redis.connection.AbstractConnection,
                        calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], what: str,
-                       loads: Sequence[str] = (), after: Sequence[bytes] = ()) -> list[Any]:
+                       loads: Sequence[str] = (), after: Sequence[bytes] = (), atomic: int = 0) -> list[Any]:
         """Send ``calls`` in one write, behind a SCRIPT LOAD of each script in ``loads`` and
-        ahead of the plain commands ``after``; the replies of the calls and then of ``after``
-        (a load's reply only tells whether its script is loaded now: if it failed, the calls
-        of that script answer NOSCRIPT, or ran if it was there already)."""
-        self._send(conn, [b"".join([*map(_load_command, loads),
-                                    *(command.pack(tail) for command, tail in calls), *after])], what)
+        ahead of the plain commands ``after``, the first ``atomic`` calls in one MULTI/EXEC;
+        the replies of the calls and then of ``after`` (a load's reply only tells whether its
+        script is loaded now: if it failed, the calls of that script answer NOSCRIPT, or ran
+        if it was there already)."""
+        packed = [command.pack(tail) for command, tail in calls]
+        if atomic:
+            packed[:atomic] = [_MULTI, *packed[:atomic], _EXEC]
+        self._send(conn, [b"".join([*map(_load_command, loads), *packed, *after])], what)
+        if atomic:
+            return self._transaction_replies(conn, what, loads, atomic, len(calls) - atomic + len(after))
         replies: list[Any] = []
         for _ in range(len(loads) + len(calls) + len(after)):
             if replies and refused_for_now(replies[-1]) and _dropped_with(replies[-1]):
@@ -228,6 +240,30 @@ class Backend(Wire):
         for name, reply in zip(loads, replies):
             self._script_loaded(name, reply)
         return replies[len(loads):]
+
+    def _transaction_replies(self, conn: redis.connection.AbstractConnection, what: str,
+                             loads: Sequence[str], atomic: int, rest: int) -> list[Any]:
+        """The replies of ``_pipeline_once``'s write with a transaction: the loads', then the
+        transaction's ``atomic`` calls' (each an error if it was refused or aborted: none ran),
+        then the ``rest``'s (after the first lost reply, each a ConnectionError)."""
+        head = [self._read(conn, what, True) for _ in range(len(loads) + 1 + atomic)]  # ..., MULTI, QUEUEDs
+        for name, reply in zip(loads, head):
+            self._script_loaded(name, reply)
+        executed = self._read(conn, what, True)
+        if isinstance(executed, list) and len(executed) == atomic:
+            replies: list[Any] = list(executed)
+        else:  # refused at queueing (EXECABORT) or not run: every call answers that error
+            error = executed if isinstance(executed, redis.RedisError) else next(
+                (r for r in head[len(loads):] if isinstance(r, redis.RedisError)),
+                redis.ResponseError(f"EXEC answered {executed!r}"))
+            replies = [error] * atomic
+        for _ in range(rest):
+            if replies and _dropped_with(replies[-1]):
+                replies.append(redis.ConnectionError(
+                    f"reply lost: the connection was dropped on the error reply before it ({replies[-1]})"))
+            else:
+                replies.append(self._read(conn, what, True))
+        return replies
 
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float,
@@ -287,6 +323,10 @@ class Backend(Wire):
         """Whether script ``name`` is known to be loaded on the server: this backend loaded it,
         or a call of it ran (a restarted server answers NOSCRIPT, and it is loaded again)."""
         return name in self._loaded
+
+    def forget_loaded(self, name: str) -> None:
+        """Script ``name`` answered NOSCRIPT to a posted call: not loaded (no I/O here)."""
+        self._loaded.discard(name)
 
     def _script_loaded(self, name: str, reply: Any) -> None:
         """Note script ``name`` as loaded if ``reply``, a SCRIPT LOAD's, says so (an error, or a

@@ -20,17 +20,19 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     │   ├── AuthenticationError                       # password missing or refused: nothing ran
     │   ├── PermissionDenied                          # the ACL user may not: nothing ran
     │   └── TLSError                                  # the TLS handshake failed: nothing sent
-    └── BrokenExecutor(PressureError, concurrent.futures.BrokenExecutor)
+    └── BrokenExecutor(PressureError, concurrent.futures.process.BrokenProcessPool)
         └── WorkerLost                                # a task's workers died max_attempts times
 
-All of them pickle with their arguments, so they survive crossing processes.
+All of them pickle with their arguments, so they survive crossing processes (a
+``BrokenExecutor`` with its ``__cause__``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as _futures
+import concurrent.futures.process as _futures_process
 import queue as _stdlib_queue
 import sys
+from typing import Any
 
 __all__ = [
     "PressureError",
@@ -169,8 +171,23 @@ class PermissionDenied(BackendError):
     a key: the command was refused, so it did not run."""
 
 
-class BrokenExecutor(PressureError, _futures.BrokenExecutor):
-    """Raised when a ``pressure.Executor`` cannot run tasks (e.g. a worker initializer failed)."""
+class BrokenExecutor(PressureError, _futures_process.BrokenProcessPool):
+    """Raised when a ``pressure.Executor`` cannot run tasks (e.g. a worker initializer failed);
+    a future fails with it when its task's function or arguments could not be unpickled in the
+    worker, or its result in the submitter (that future alone: the executor goes on), the
+    unpickling's exception as ``__cause__``. A ``BrokenProcessPool``, as ProcessPoolExecutor
+    raises in each of these cases."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = dict(self.__dict__)
+        if self.__cause__ is not None:  # e.g. the UnpicklingError a worker got, to its submitter
+            state["__cause__"] = self.__cause__
+        return type(self), self.args, state
+
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        state = dict(state or {})
+        self.__cause__ = state.pop("__cause__", None)
+        self.__dict__.update(state)
 
 
 class WorkerLost(BrokenExecutor):

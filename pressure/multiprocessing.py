@@ -307,6 +307,11 @@ class Context:
     """A stdlib multiprocessing context whose Queue, JoinableQueue and SimpleQueue are
     pressure queues; every other attribute (Process, Pool, Event, ...) is the context's.
 
+    As in the stdlib, there is one per start method: ``ForkContext``, ``SpawnContext``,
+    ``ForkServerContext`` (and ``DefaultContext``, which the module's functions act on), each
+    made once, so ``get_context("spawn") is get_context("spawn")`` and a context's
+    ``get_context()`` is itself.
+
     Do not pass it as ``mp_context`` to ``concurrent.futures.ProcessPoolExecutor``,
     which reads the internals of the stdlib queues: pass ``context.stdlib`` there.
     """
@@ -326,7 +331,7 @@ class Context:
 
     def get_context(self, method: str | None = None) -> Context:
         """The context for ``method`` (this one if None), with pressure queues."""
-        return Context(self.stdlib.get_context(method))
+        return _wrap(self.stdlib.get_context(method))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stdlib, name)
@@ -338,13 +343,49 @@ class Context:
         return sorted(set(dir(self.stdlib)) | {"Queue", "JoinableQueue", "SimpleQueue", "stdlib"})
 
     def __repr__(self) -> str:
-        return f"<pressure.multiprocessing.Context of {self.stdlib!r}>"
+        return f"<pressure.multiprocessing.{type(self).__qualname__} of {self.stdlib!r}>"
+
+
+class ForkContext(Context):
+    """The "fork" start method's context, with pressure queues."""
+
+
+class SpawnContext(Context):
+    """The "spawn" start method's context, with pressure queues."""
+
+
+class ForkServerContext(Context):
+    """The "forkserver" start method's context, with pressure queues."""
+
+
+class DefaultContext(Context):
+    """The default context, with pressure queues: ``get_context()`` is the context of the
+    start method set (``set_start_method``) or else the platform's default."""
+
+
+#: The pressure context of each stdlib context, made once (the stdlib's are made once too).
+_CONTEXTS: dict[BaseContext, Context] = {}
+_CLASSES: dict[str, type[Context]] = {
+    cls.__name__: cls for cls in (ForkContext, SpawnContext, ForkServerContext, DefaultContext)
+}
+
+
+def _wrap(context: BaseContext) -> Context:
+    """The one pressure context of the stdlib ``context``."""
+    wrapped = _CONTEXTS.get(context)
+    if wrapped is None:
+        wrapped = _CONTEXTS.setdefault(context, _CLASSES.get(type(context).__name__, Context)(context))
+    return wrapped
+
+
+_default_context = _wrap(_mp.context._default_context)
 
 
 def get_context(method: str | None = None) -> Context:
     """Return the multiprocessing context for ``method`` ("fork", "spawn", "forkserver",
-    or None for the default), with pressure queues."""
-    return Context(_mp.get_context(method))
+    or None for the default's: the one ``set_start_method`` set, or else the platform's
+    default), with pressure queues; always the same object for the same context."""
+    return _default_context.get_context(method)
 
 
 def __getattr__(name: str) -> Any:

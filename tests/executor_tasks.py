@@ -18,6 +18,8 @@ from typing import Any
 __all__ = [
     "UNPICKLABLE",
     "CustomError",
+    "ErrorAtUnpickle",
+    "ExitAtUnpickle",
     "die_holding_locks",
     "add",
     "echo",
@@ -32,6 +34,7 @@ __all__ = [
     "read_lines",
     "record",
     "record_then_sleep",
+    "return_instance",
     "return_unpicklable",
     "set_global",
     "sleep_then",
@@ -219,3 +222,30 @@ def die_holding_locks(path: str) -> None:
     record(path, f"{os.getpid()} {taken}")
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)  # never reached
+
+
+def _unpickling_error(message: str) -> None:
+    import pickle
+
+    raise pickle.UnpicklingError(message)
+
+
+class ErrorAtUnpickle:
+    """Pickles, but raises UnpicklingError when unpickled."""
+
+    def __reduce__(self) -> Any:
+        return _unpickling_error, ("refused to unpickle",)
+
+
+class ExitAtUnpickle:
+    """Pickles, but raises SystemExit when unpickled."""
+
+    def __reduce__(self) -> Any:
+        import sys
+
+        return sys.exit, (3,)
+
+
+def return_instance(cls: type) -> Any:
+    """An instance of ``cls`` as the result (made in the worker)."""
+    return cls()

@@ -28,6 +28,7 @@ class ReplyDropper:
         self.dropped = threading.Event()
         self._sockets: list[socket.socket] = []
         self._closed = False
+        self._cut: bytes | None = None
         threading.Thread(target=self._accept, daemon=True, name="reply-dropper").start()
 
     @property
@@ -39,6 +40,14 @@ class ReplyDropper:
         with ``refuse_after``, refuse new connections until ``refuse`` is cleared)."""
         with self._lock:
             self._marker, self._countdown, self._refuse_after = marker, nth, refuse_after
+            self.dropped.clear()
+
+    def cut_before(self, marker: bytes) -> None:
+        """Break the next connection whose write carries a command containing ``marker``:
+        the server gets what goes before that command, then the connection ends (as when a
+        process is killed, or the network fails, in the middle of a pipeline)."""
+        with self._lock:
+            self._cut = marker
             self.dropped.clear()
 
     def close(self) -> None:
@@ -76,6 +85,13 @@ class ReplyDropper:
         try:
             while data := client.recv(65536):
                 with self._lock:
+                    if self._cut is not None and self._cut in data:
+                        # back to the '*<n>' that starts the command holding the marker
+                        start = data.rfind(b"*", 0, data.rfind(b"\r\n$", 0, data.index(self._cut)))
+                        self._cut = None
+                        server.sendall(data[:start])
+                        self.dropped.set()
+                        break
                     if self._marker is not None and self._marker in data:
                         self._countdown -= 1
                         if self._countdown == 0:

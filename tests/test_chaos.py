@@ -32,6 +32,7 @@ import pytest
 import redis
 
 import pressure
+from pressure.keys import ExecutorKeys
 from pressure.testing import RedisServer
 
 from . import chaos_executor as cx
@@ -258,7 +259,13 @@ def test_chaos_executor(prefix: str, tmp_path: Path, chaos_figures: list[str]) -
                 k = tasks_q.keys
                 tokens = {"producer_free": r.llen(k.producer_free), "consumer_free": r.llen(k.consumer_free),
                           "not_full": r.llen(k.not_full), "closed": r.llen(k.closed)}
+                # nothing the executor wrote outlives its work: every task's claim mark is gone
+                claims = {f.decode(): v.decode()
+                          for f, v in r.hgetall(ExecutorKeys.build(prefix, spec.name).claims).items()}
             problems += token_problems(tokens, "task queue", closed=False)
+            if claims:
+                problems.append(f"{len(claims)} claim marks left after shutdown(wait=True) and the task "
+                                f"queue drained: {sorted(claims.items())[:10]}")
             tasks_q.disconnect()
         finally:
             cx.kill_group(child)

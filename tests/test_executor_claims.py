@@ -7,6 +7,7 @@ only held is never counted; one it started is counted even if it kills the worke
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import pytest
 import redis
 
 import pressure
-from pressure._scripts import CANCEL, CLAIM, SETTLE, STARTED, CancelStatus, ClaimStatus
+from pressure._scripts import CANCEL, CLAIM, COUNT_START, SETTLE, STARTED, CancelStatus, ClaimStatus
 from pressure.config import ConnectionConfig
 from pressure.connection import Backend
 from pressure.executor import worker
@@ -63,6 +64,9 @@ class Claims:
     def settle(self, consumer: str, delivery: int, task_id: str) -> int:
         keys = SETTLE.keys(self.keys, self.queue.inflight(consumer), self.queue)
         return int(SETTLE.call(self.backend, keys, (consumer, delivery, task_id)))
+
+    def count_start(self, task_id: str) -> int:
+        return int(COUNT_START.call(self.backend, COUNT_START.keys(self.keys), (task_id,)))
 
     def mark(self, task_id: str) -> str | None:
         value = self.r.hget(self.keys.claims, task_id)
@@ -154,6 +158,31 @@ def test_settling_removes_the_mark_and_its_count(claims: Claims) -> None:
     assert claims.settle(A, 2, "t2") == 1
     assert claims.mark("t2") is None and claims.started("t2") is None
     assert claims.r.hkeys(claims.keys.claims) == [b"t1"]
+
+
+def test_a_count_that_reaches_the_server_after_its_task_finished_leaves_nothing(claims: Claims) -> None:
+    """A's count of a start reaches the server after the task was settled: sent on A's main
+    connection while its heartbeat thread settled the task on its own (A went on to a long
+    task), or for a copy B had run and settled after A's visibility timeout passed. It counts
+    nothing (a plain HINCRBY left '<task id>:started' in the claims hash for ever)."""
+    claims.submit("t1", "t2")
+    claims.hold(A, 1, 2)
+    assert claims.claim(A, (1, "t1", 3), (2, "t2", 3)) == [1, 1]
+    assert claims.count_start("t2") == 1  # counted while marked
+    assert claims.settle(A, 2, "t2") == 1 and claims.mark("t2") is None and claims.started("t2") is None
+    assert claims.count_start("t2") == 0  # a count arriving late: nothing
+    claims.submit("t3")
+    claims.hold(A, 1, 3)
+    assert claims.claim(A, (1, "t1", 3), (3, "t3", 3)) == [1, 1]  # t1 asked again; t3 held next
+    claims.hold(A, 1)  # t3's delivery taken back from A
+    claims.hold(B, 7)
+    assert claims.claim(B, (7, "t3", 3)) == [1]
+    assert claims.settle(B, 7, "t3") == 1
+    assert claims.count_start("t3") == 0  # A starts its copy: B has run and settled it
+    claims.r.hincrby(claims.keys.claims, "t3" + STARTED, 1)  # as an older worker's plain count
+    assert claims.settle(A, 3, "t3") == 0  # not A's to acknowledge any more; the count goes
+    assert claims.settle(A, 1, "t1") == 1
+    assert claims.r.hgetall(claims.keys.claims) == {}
 
 
 # -- the worker -------------------------------------------------------------------------------
@@ -263,3 +292,48 @@ def test_a_count_posted_just_before_the_process_is_killed_reaches_redis(url: str
         proc = subprocess.run([sys.executable, "-c", _KILLED_AFTER_POSTING, url, key], check=False, timeout=60)
         assert proc.returncode == -9
         wait_for(lambda: int(r.hget(key + ":count", "starts") or 0), lambda n, i=i: n == i)
+
+
+def test_a_reply_is_never_sent_without_its_settlement(
+        make_executor: Callable[..., pressure.Executor], url: str, prefix: str, r: redis.Redis) -> None:
+    """The connection breaks in the middle of the worker's write, after its reply's put and
+    before its settlement (settle.lua), and the worker dies there (it never tries again).
+    Both go in one transaction, so neither ran: the task comes back (visibility timeout),
+    runs again, and once the executor is shut down no claim mark is left. (When the put ran
+    alone, the future completed from that reply, shutdown() returned, and the task's mark
+    and its delivery stayed in Redis for ever.)"""
+    from pressure._packing import _script_sha
+    from tests.reply_proxy import ReplyDropper
+
+    ex = make_executor("cut", local_workers=False)
+    future = ex.submit(tasks.square, 3)
+    wait_for(lambda: queued(r, prefix, "cut"), lambda n: n == 1)
+    proxy = ReplyDropper(int(url.rsplit(":", 1)[1].split("/")[0]))
+    dying = worker._Worker(WorkerConfig("cut", ConnectionConfig.resolve(proxy.url), prefix, 1.0), lambda: False)
+    try:
+        dying.fetch()
+        step = dying.claim_next()
+        assert step is not None and step[1] == 1
+        dying.done.append((step[0], dying.run(*step)))
+        proxy.cut_before(_script_sha("settle").encode())
+        with pytest.raises(pressure.BackendError):
+            dying.finish()
+        assert proxy.dropped.is_set()
+    finally:
+        dying.backend.disconnect()  # dead: its delivery waits out the visibility timeout
+        proxy.close()
+    claims = ExecutorKeys.build(prefix, "cut").claims
+    assert not future.done() and r.hlen(claims) == 1  # neither the reply nor the settlement
+    after = worker._Worker(WorkerConfig("cut", ConnectionConfig.resolve(url), prefix, 30.0), lambda: False)
+    try:
+        while not future.done():
+            with contextlib.suppress(pressure.Empty):
+                after.fetch()  # the dead worker's delivery comes back once its visibility timeout passes
+            while (step := after.claim_next()) is not None:
+                after.done.append((step[0], after.run(*step)))
+            after.finish()
+        assert future.result(timeout=SOON) == 9
+    finally:
+        after.backend.disconnect()
+    ex.shutdown(wait=True)
+    assert r.hgetall(claims) == {}

@@ -530,6 +530,47 @@ def test_get_context_wraps_the_stdlib_context() -> None:
         ctx.nope
 
 
+def test_contexts_are_made_once_with_the_stdlibs_identities_and_names() -> None:
+    """As multiprocessing.get_context(): one context per start method, the same object at
+    every call, a context's own get_context() is itself, and the stdlib's class names."""
+    for method in multiprocessing.get_all_start_methods():
+        ctx, stdlib_ctx = pmp.get_context(method), multiprocessing.get_context(method)
+        assert ctx is pmp.get_context(method) and stdlib_ctx is multiprocessing.get_context(method)
+        assert ctx.get_context() is ctx and stdlib_ctx.get_context() is stdlib_ctx
+        assert ctx.get_context(None) is ctx and ctx.stdlib is stdlib_ctx
+        assert type(ctx).__name__ == type(stdlib_ctx).__name__, (type(ctx), type(stdlib_ctx))
+        assert isinstance(ctx, pmp.Context)
+        for other in multiprocessing.get_all_start_methods():
+            assert ctx.get_context(other) is pmp.get_context(other)
+        with pytest.raises(ValueError, match="cannot set start method of concrete context"):
+            ctx.set_start_method(method)
+    assert pmp.get_context() is pmp.get_context(None) is pmp.get_context(multiprocessing.get_start_method())
+    assert multiprocessing.get_context() is multiprocessing.get_context(multiprocessing.get_start_method())
+    with pytest.raises(ValueError, match="cannot find context for 'nope'"):
+        pmp.get_context("nope")
+    default = multiprocessing.context._default_context
+    assert type(pmp._default_context).__name__ == type(default).__name__ == "DefaultContext"
+    assert pmp._default_context.stdlib is default
+
+
+def test_the_default_context_follows_set_start_method() -> None:
+    """In a fresh interpreter (set_start_method is once per process): get_context() is the
+    context of the method set, through pressure's module or the stdlib's alike."""
+    code = ("import multiprocessing as mp, pressure.multiprocessing as pmp\n"
+            "assert pmp.get_start_method(allow_none=True) is None\n"
+            "pmp.set_start_method('spawn')\n"
+            "assert mp.get_start_method() == pmp.get_start_method() == 'spawn'\n"
+            "assert pmp.get_context() is pmp.get_context('spawn') and pmp.get_context().stdlib is mp.get_context()\n"
+            "assert type(pmp.get_context()).__name__ == 'SpawnContext'\n"
+            "try:\n    pmp.set_start_method('fork')\nexcept RuntimeError as e:\n    assert 'already been set' in str(e)\n"
+            "else:\n    raise AssertionError('set twice')\n"
+            "pmp.set_start_method('forkserver', force=True)\n"
+            "assert pmp.get_context() is pmp.get_context('forkserver')\n"
+            "print('ok')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+
+
 def test_import_pressure_does_not_import_the_module() -> None:
     code = ("import sys, pressure; assert 'pressure.multiprocessing' not in sys.modules; "
             "from pressure import multiprocessing as a; import pressure.multiprocessing as b; "

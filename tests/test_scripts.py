@@ -339,6 +339,7 @@ def _sources(binding: Any, kind: str) -> tuple[Any, ...]:
     inflight = QueueKeys.build("p", e.tasks).inflight("w")
     log = f"{k.logs}:g"
     return {"touch": (), "wake": (k,), "restore": (k.producer_free, k.producer), "submit": (e,), "claim": (e, inflight),
+            "count_start": (e,),
             "settle": (e, inflight, QueueKeys.build("p", e.tasks)), "cancel": (e,),
             "log_append": (k.inflight("c"), log, f"{log}:tail", k.producer, k.logs, k.meta),
             "log_commit": (log, f"{log}:committed"), "log_read": (log, f"{log}:committed")}[binding.name]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import redis
 
 from .. import _log
+from .._packing import PING
 from .._records import _parse_entry
 from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
 from ..connection import _script_sha, pack_command
@@ -45,7 +46,6 @@ T = TypeVar("T")
 #: How often join() and the counts look whether a get in progress has read the replies of
 #: this handle's posted acknowledgements.
 _FLUSH_POLL = 0.005
-_PING = b"*1\r\n$4\r\nPING\r\n"
 
 
 @dataclass(eq=False)
@@ -237,7 +237,7 @@ class _Settling(Generic[T]):
                     await asyncio.sleep(_FLUSH_POLL)
                     continue
                 async with self._lock:
-                    await self._conn.exchange([_PING], 1, None)
+                    await self._conn.exchange([PING], 1, None)
         while self._owed:
             # it stays owed until answered: until then a get's clean-up (get.lua 'cancel') must
             # leave its entry in flight; if this raises, the next call tries again (_unsure)

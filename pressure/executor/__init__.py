@@ -40,7 +40,7 @@ Data flow (compare concurrent/futures/process.py)::
                                                            |              v
                                   put.lua reply, then      |   worker process (worker.py)
                                   settle.lua, then the   --+   claim.lua (per batch) ->
-                                  next get (one round          HINCRBY (per task, posted)
+                                  next get (one round          count_start (per task, posted)
                                   trip per batch)              -> run -> outcome
                                                                heartbeat: touch_all, alive
 

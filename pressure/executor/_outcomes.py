@@ -16,7 +16,7 @@ import redis
 from .. import _log
 from .._wire import LOST
 from ..connection import Backend, pack_command
-from ..errors import BackendError
+from ..errors import BackendError, BrokenExecutor
 from ..keys import ExecutorKeys
 from .worker import unpack_outcome
 
@@ -35,7 +35,9 @@ def _parse_result(message: bytes) -> tuple[str, bool, Any]:
     try:
         ok, value = unpack_outcome(data)
     except Exception as exc:  # noqa: BLE001 - e.g. the result's class is not importable here
-        ok, value = False, exc
+        ok, value = False, BrokenExecutor(f"the result of task {task_id.decode()} could not be "
+                                          f"unpickled: {exc!r}")
+        value.__cause__ = exc
     return task_id.decode(), ok, value
 
 

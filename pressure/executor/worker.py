@@ -12,7 +12,7 @@ settled) and runs them one at a time:
    in one round trip, as the first starts: from then on the worker holds them
    to start next (``cancel()`` returns False, as for a task in
    ProcessPoolExecutor's call queue), but each is counted only as it starts
-   (a HINCRBY sent without waiting for the reply: ``_claims.py``), so a task
+   (count_start.lua sent without waiting for the reply: ``_claims.py``), so a task
    the worker only held is never counted. Held tasks go back to the
    queue (and cancel again) when the worker stops or runs a long task. The
    decision stays in Redis until the task is settled, so a worker that dies
@@ -65,7 +65,7 @@ from .._scripts import CLAIM, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from .._packing import Call
 from ..connection import Backend, ConnectionConfig, _load_command, _script_sha
-from ..errors import DeserializationError, Empty, PressureError, ShutDown, WorkerLost
+from ..errors import BrokenExecutor, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
@@ -159,6 +159,9 @@ def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
         try:
             return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - any pickling failure
+            if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
+                value.__cause__ = None  # its cause could not be pickled: the text shows it
+                return outcome(False, value)
             substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
                                       f"which could not be pickled ({exc!r})")
             return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
@@ -174,7 +177,10 @@ def unpack_outcome(data: bytes) -> tuple[bool, Any]:
     """The result, or the exception with its remote traceback as ``__cause__``."""
     ok, value, text = pickle.loads(data)
     if not ok and isinstance(value, BaseException) and text:
-        value.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
+        last = value
+        while last.__cause__ is not None:  # a BrokenExecutor's cause, pickled with it
+            last = last.__cause__
+        last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
     return ok, value
 
 
@@ -411,9 +417,16 @@ class _Worker:
         self.ran += 1
         try:
             fn, args, kwargs = pickle.loads(task.body)
-            _, message = outcome(True, fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
-            _, message = outcome(False, exc)
+        except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool in ProcessPoolExecutor
+            broken = BrokenExecutor(f"task {task.id}'s function or arguments could not be "
+                                    f"unpickled in the worker: {exc!r}")
+            broken.__cause__ = exc
+            _, message = outcome(False, broken)
+        else:
+            try:
+                _, message = outcome(True, fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the task's own failure, reported
+                _, message = outcome(False, exc)
         with self.lock:
             self.short = time.monotonic() - self.started < SHORT_TASK
             self.started = None
@@ -426,14 +439,16 @@ class _Worker:
         self.finish_batch(batch)
 
     def finish_batch(self, done: list[tuple[Delivery[Task], bytes | None]], forget: bool = True) -> None:
-        """Send the replies, then settle the deliveries: one round trip for all, the replies
-        first (a crash before the settlement loses nothing: the tasks come back). If Redis
-        fails, they wait in ``self.done`` for the next try, first in line."""
+        """Send the replies, then settle the deliveries: one round trip for all, in one
+        transaction (a reply sent is never left with its task's claim mark and delivery
+        unsettled, whatever happens to this process, the connection or the server: the mark
+        would outlive the task, and the delivery come back to run again). If Redis fails,
+        they wait in ``self.done`` for the next try, first in line."""
         if not done:
             return
         try:
             calls, puts = self._reply_calls(done)
-            self._check_replies(puts, self.backend.pipeline(calls))
+            self._check_replies(puts, self.backend.pipeline(calls, atomic=len(calls)))
         except BaseException:
             with self.lock:
                 self.done[:0] = done
@@ -461,8 +476,8 @@ class _Worker:
     def _reply_calls(self, done: list[tuple[Delivery[Task], bytes | None]]
                      ) -> tuple[list[Call], list[tuple[Queue[bytes], list[bytes], int]]]:
         """The calls that send the replies of ``done`` (one put.lua call per reply queue,
-        usually one: the executor's) and then settle them; and, per put call, its queue, its
-        replies and how many it carries."""
+        usually one: the executor's) and then settle them, to run as one transaction; and, per
+        put call, its queue, its replies and how many it carries."""
         by_queue: dict[str, tuple[Queue[bytes], list[bytes]]] = {}
         for delivery, message in done:
             if message is not None:

@@ -8,8 +8,8 @@
 -- A task claimed to start now is counted at once ('run'); one claimed to start
 -- next is marked 'pre' (no longer cancellable while this worker holds it, not
 -- counted yet), and the worker counts it just before it starts it, with a
--- plain HINCRBY of its '<task id>:started' field, sent without waiting for the
--- reply (no script, no round trip); a later claim folds that field into the
+-- count_start.lua call (its '<task id>:started' field), sent without waiting
+-- for the reply (no round trip); a later claim folds that field into the
 -- mark. So a task a worker only prefetched is never counted: if the worker
 -- dies, it comes back with its count unchanged; if it goes back to the queue
 -- (given back), cancel.lua may cancel it again.

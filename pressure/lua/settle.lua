@@ -1,10 +1,13 @@
 -- A worker is done with deliveries of tasks (their replies, if any, were put
--- just before, in the same pipeline): acknowledge each (its entry leaves the
+-- just before, in the same transaction): acknowledge each (its entry leaves the
 -- worker's in-flight list, as ack.lua does) and, in the same step, remove the
 -- task's mark (and its ':started' count) if it is this delivery's decision
 -- (claim.lua) or 'cancel', so the decision lasts exactly as long as the task
 -- is in the queue. A delivery
--- whose mark is another's (a second copy of a task) leaves the mark alone.
+-- whose mark is another's (a second copy of a task) leaves the mark alone. A
+-- task with no mark has finished: a ':started' count its worker posted after
+-- that (it started a delivery it no longer held, which another worker ran and
+-- settled first) goes too.
 -- KEYS[1] - the executor's claims hash
 -- KEYS[2] - the worker's in-flight list of the task queue (:pressure:inflight:<consumer>)
 -- KEYS[3] - the task queue's :stats:produced_messages
@@ -23,7 +26,7 @@ for i = 2, #ARGV, 2 do
   settling[delivery .. ':'] = true
   local state = redis.call('HGET', claims, task_id)
   local decided_by = state and string.match(state, '^%a+:%d+:(.*:%d+)$')
-  if state == 'cancel' or decided_by == consumer_id .. ':' .. delivery then
+  if not state or state == 'cancel' or decided_by == consumer_id .. ':' .. delivery then
     redis.call('HDEL', claims, task_id, task_id .. ':started')
   end
 end
