@@ -9,7 +9,8 @@ CPython's; each test's docstring names its class there. Process targets live in
 
 ``import pressure.multiprocessing as multiprocessing`` replaces the import; the queues are
 ``pressure.multiprocessing``'s on this session's private redis-server under the test's own
-prefix. CPython's ``ProcessesMixin`` becomes the ``mp`` fixture: ``mp.Queue``,
+prefix. CPython's ``ProcessesMixin`` becomes the ``mp`` fixture (``mpq`` for the tests that
+start no process or start them through the default context): ``mp.Queue``,
 ``mp.JoinableQueue`` and ``mp.SimpleQueue`` are the queues of
 ``pressure.multiprocessing.get_context(method)`` with ``url=``/``prefix=`` given (every
 queue a test makes is deleted afterwards), ``mp.Process``/``mp.Event``/``mp.Pipe`` that
@@ -17,10 +18,11 @@ context's own (the stdlib's). CPython runs ``_TestQueue`` once per start method
 (``test_multiprocessing_fork``, ``_spawn``, ``_forkserver``); here the tests that start
 processes run under **fork** and **spawn** (a spawned child unpickles its queue handles, as
 a forkserver child does; ``TestStartMethod`` starts forkserver children too). Bare
-``multiprocessing.Queue()`` calls in CPython's tests become ``mp.Queue()``, except where the
+``multiprocessing.Queue()`` calls in CPython's tests become ``mpq.Queue()``, except where the
 queue is made by code the test cannot pass arguments to (``test_no_import_lock_contention``,
 ``test_queue_in_process``): there ``REDIS_URL`` and ``PRESSURE_PREFIX`` name the server and
-prefix, and the queue is anonymous in a child interpreter, whose exit deletes it (checked).
+prefix, and the queue is anonymous in a child process, whose exit deletes it (checked). The
+whole file takes about 45 s on 2 cores.
 
 Where pressure differs on purpose, the test asserts pressure's documented behaviour and says
 so ("Difference:"; see README, "Differences from the stdlib"):
