@@ -75,6 +75,7 @@ class _Handle(Generic[T]):
             serializer=serializer, client_id=client_id, authkey=authkey,
         )
         self._closed_in: int | None = None
+        self._put_in: int | None = None
 
     def _closed(self) -> bool:
         """Whether close() was called on this handle in this process (a copy in another
@@ -117,6 +118,7 @@ class _Handle(Generic[T]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._queue = state["queue"]
         self._closed_in = None
+        self._put_in = None
 
 
 class Queue(_Handle[T]):
@@ -164,6 +166,7 @@ class Queue(_Handle[T]):
         if block and timeout is not None and timeout < 0:
             block = False  # multiprocessing: a negative timeout has already expired
         self._queue.put(obj, block, timeout)
+        self._put_in = os.getpid()
 
     def put_nowait(self, obj: T) -> None:
         """Equivalent to ``put(obj, False)``."""
@@ -193,7 +196,14 @@ class Queue(_Handle[T]):
         return self._queue.qsize()
 
     def empty(self) -> bool:
-        """Return True if the queue is empty, False otherwise (not reliable!)."""
+        """Return True if the queue is empty, False otherwise (not reliable!).
+
+        Raises ``OSError("handle is closed")`` once this handle is closed in this process
+        after a put here, as multiprocessing does (its feeder thread, started by the first
+        put, closes the pipe at close()); an unused closed handle still answers.
+        """
+        if self._put_in == os.getpid() and self._closed():
+            raise OSError("handle is closed")
         return self._queue.empty()
 
     def full(self) -> bool:
@@ -203,9 +213,11 @@ class Queue(_Handle[T]):
     def close(self) -> None:
         """Indicate that this process will put and get no more through this handle.
 
-        Afterwards put() and get() on this handle raise ValueError; other
-        handles and other processes are unaffected, and the queue keeps its
-        items. Closing twice is fine. The handle's consumer leaves the queue (it
+        Afterwards put() and get() on this handle raise ValueError, and
+        empty() raises OSError if this process put through it, as in
+        multiprocessing; qsize() and full() still answer. Other handles and
+        other processes are unaffected, and the queue keeps its items.
+        Closing twice is fine. The handle's consumer leaves the queue (it
         deregisters; nothing it got is given back); the sockets stay open until
         ``disconnect()`` (another thread may still be using them).
         """

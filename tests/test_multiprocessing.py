@@ -292,7 +292,9 @@ def test_close_is_local_never_the_protocol_close(pq: Any, r: redis.Redis) -> Non
     q.put("kept")
     q.close()
     assert not r.exists(q._queue.keys.closed) and r.llen(q._queue.keys.base) == 1
-    assert q.qsize() == 1 and not q.empty()  # pressure: the size still reads Redis
+    assert q.qsize() == 1 and not q.full()  # the sizes still read Redis
+    with pytest.raises(OSError, match=r"^handle is closed$"):
+        q.empty()  # as multiprocessing's after a put: its feeder closed the pipe
 
 
 def _child_uses_closed_handles(q: pmp.Queue[Any], s: pmp.SimpleQueue[Any], out: pmp.Queue[Any]) -> None:
