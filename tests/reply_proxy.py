@@ -74,7 +74,11 @@ class ReplyDropper:
             if self.refuse:
                 self._shut(client)
                 continue
-            server = socket.create_connection(("127.0.0.1", self.server_port))
+            try:
+                server = socket.create_connection(("127.0.0.1", self.server_port))
+            except OSError:  # the server is gone (stopped, or killed by the test): as it would
+                self._shut(client)
+                continue
             with self._lock:
                 self._sockets += [client, server]
             drop = threading.Event()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._internal import attach
-from .._scripts import CLAIM, GET, PUT, SETTLE
+from .._scripts import CLAIM, COUNT_START, GET, PUT, SETTLE
 from ..connection import Backend
 from ..keys import ExecutorKeys
 from ..queue import Queue
@@ -38,9 +38,10 @@ class Prepared:
     results: str = ""
 
 
-#: The scripts a worker calls on its way to its first reply (the executor loads them for its
-#: local workers: see Prepared).
-WORKER_SCRIPTS = (GET.name, CLAIM.name, SETTLE.name, PUT.name)
+#: The scripts a worker calls on its way to its first reply, and the one that counts the starts
+#: of the tasks it claimed together (the executor loads them for its local workers: see
+#: Prepared).
+WORKER_SCRIPTS = (GET.name, CLAIM.name, COUNT_START.name, SETTLE.name, PUT.name)
 
 
 @dataclass

@@ -61,7 +61,7 @@ import redis
 
 from .. import identity
 from .._internal import attach, internal
-from .._scripts import CLAIM, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
+from .._scripts import CLAIM, COUNT_START, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from .._packing import Call
 from ..connection import Backend, ConnectionConfig, _load_command, _script_sha
@@ -695,7 +695,7 @@ class WorkerPool:
         if self.context.get_start_method() == "fork":
             # the scripts of a worker's way to its first reply (it loads them as it calls them
             # first): read, hashed and encoded once here, inherited by every forked worker
-            for script in (CREATE, GET, CLAIM, SETTLE, PUT):
+            for script in (CREATE, GET, CLAIM, COUNT_START, SETTLE, PUT):
                 _script_sha(script.name)
                 _load_command(script.name)
             # and their queue handles: built in a child just forked, they cost it about 2 ms
