@@ -100,6 +100,7 @@ class Model:
     expired_dead: int = 0  # expired items dead-lettered (and their bytes)
     expired_dead_bytes: int = 0
     calls: collections.Counter[str] = field(default_factory=collections.Counter)
+    let_in: int = 0  # items let into the list from behind their utube key
     serial: int = 0
 
     # -- derived counts ------------------------------------------------------------------
@@ -142,11 +143,23 @@ class Model:
         """A get by handle ``h`` raises ShutDown: closed, nothing queued, delayed or waiting
         behind its utube key, and no other consumer holds anything that may come back (its
         own deliveries never count)."""
-        return (self.closed and not self.live_ready() and not self.delayed and not self.waiting
+        return (self.closed and not self.can_take() and not self.delayed and not self.waiting
                 and not any(o.handle != h for o in self.held))
 
+    def can_take(self) -> bool:
+        """Whether a get finds an item now: a live one in the list, or one that an expired
+        item of a utube key, dropped on the way, lets in at the tail."""
+        ready = list(self.ready)
+        behind = {k: list(q) for k, q in self.waiting.items()}
+        for t in ready:  # (grows as expired keyed items let their next ones in)
+            if not self.is_expired(t):
+                return True
+            if t.key is not None and self.current.get(t.key) is t and behind.get(t.key):
+                ready.append(behind[t.key].pop(0))
+        return False
+
     def get_outcome(self, h: int) -> Outcome:
-        if self.live_ready():
+        if self.can_take():
             return Outcome.OK
         return Outcome.SHUTDOWN if self.drained_for(h) else Outcome.EMPTY
 
@@ -256,6 +269,7 @@ class Model:
                 del self.waiting[t.key]
             self.current[t.key] = nxt
             self.ready.append(nxt)
+            self.let_in += 1
         t.key = None
 
     # -- settling a delivery ------------------------------------------------------------------
@@ -388,7 +402,7 @@ class Model:
         # stays its own to settle
         behind = [t for q in self.waiting.values() for t in q]
         self.waiting.clear()
-        self.current.clear()
+        self.current.clear()  # (a key's current item a consumer holds stays its to settle)
         self.discarded += len(behind)
         self.mark_done(len(behind))
 

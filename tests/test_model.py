@@ -22,10 +22,12 @@ run is printed (replay: ``--hypothesis-seed=<seed>``).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import os
 import pickle
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,9 +51,11 @@ from hypothesis.stateful import (
 )
 
 import pressure
+from pressure.aio import AsyncQueue
 from pressure.cli import cli as pressure_cli
 
 from .helpers import assert_invariants
+from .model_handles import AsyncDeliveryOf, SyncOfAsync, run_consumer
 from .model_reference import Hold, Model, Outcome, Task
 
 #: Known defects (issue 29) the fixes for which land on other branches: each flag disables
@@ -90,6 +94,20 @@ KNOWN: set[str] = {
     #     without a delivery (delete_item, shutdown(immediate=True), expiry): the CLI's and the
     #     collector's `redelivered` must be at least the model's, not equal
     "redeliveries_leak",
+    # (new) kick() sets :not_full from the list's length alone, leaving out the delayed items
+    #     (every other script counts them against the bound): the :not_full check of
+    #     helpers.assert_invariants is skipped after a kick while items are delayed, until the
+    #     next put or get sets it again
+    "kick_permit",
+    # (new) pressure.aio's shutdown(immediate=True) sends drain.lua 9 of its 11 keys (not
+    #     :pressure:delayed, :pressure:utube): the script fails, BackendError, every time. An
+    #     aio handle's shutdown(immediate=True) is made by the observer (a sync handle) instead
+    "aio_drain",
+    # (new) an item let into the list from behind its utube key (its predecessor acknowledged,
+    #     expired, deleted, dead-lettered) does not count in :not_full (nor against the bound):
+    #     the :not_full check of helpers.assert_invariants is skipped after one, until the next
+    #     put or get sets it again
+    "utube_permit",
 }
 
 _STORAGE = Path(__file__).resolve().parent.parent / ".hypothesis"
@@ -140,9 +158,10 @@ def _sortable(pairs: list[tuple[Any, int]]) -> list[tuple[str, int]]:
 @dataclass
 class Handle:
     index: int
-    q: pressure.Queue[Any]
+    q: Any  # a pressure.Queue, or a SyncOfAsync (an AsyncQueue)
     reliable: bool
     cid: str
+    aio: bool = False
 
     def owns(self, consumer: str) -> bool:
         return consumer == self.cid or consumer.startswith(self.cid + "#")
@@ -156,6 +175,9 @@ class ModelMachine(RuleBasedStateMachine):
         self.prefix = f"model{uuid.uuid4().hex[:12]}"
         self.r = redis.Redis.from_url(self.url)
         self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model")
+        self.loop = asyncio.new_event_loop()  # the aio handles', run on the worker thread
+        self.observer: pressure.Queue[Any] | None = None
+        self.subprocesses = 0
         self.handles: list[Handle] = []
         self.m = Model(max_deliveries=0)
         self.steps = 0
@@ -163,6 +185,8 @@ class ModelMachine(RuleBasedStateMachine):
         self.finished: list[Any] = []  # deliveries settled: settling again is False
         self.owing: dict[int, int] = {}  # default-mode handles: items got, task_done() not yet called
         self.made = 0
+        self.stale_permit = False  # KNOWN kick_permit
+        self.let_in = 0  # KNOWN utube_permit: the model's let_in when :not_full was last set
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -184,6 +208,12 @@ class ModelMachine(RuleBasedStateMachine):
     def h(self, i: int) -> Handle:
         return self.handles[i % len(self.handles)]
 
+    def sync(self, i: int) -> pressure.Queue[Any]:
+        """Handle ``i`` if it is a sync one, else the observer (for what aio handles lack)."""
+        h = self.h(i)
+        assert self.observer is not None
+        return self.observer if h.aio else h.q
+
     def reliable_handles(self) -> list[Handle]:
         return [h for h in self.handles if h.reliable]
 
@@ -195,29 +225,43 @@ class ModelMachine(RuleBasedStateMachine):
         return value
 
     @initialize(maxsize=st.sampled_from([0, 0, 2, 3, 5]),
-                modes=st.lists(st.booleans(), min_size=1, max_size=3),
+                first=st.booleans(),
+                modes=st.lists(st.sampled_from(["sync", "sync", "aio"]).flatmap(
+                    lambda kind: st.tuples(st.just(kind), st.booleans())), max_size=2),
                 max_deliveries=st.sampled_from([2, 3]),
                 dead_expired=st.booleans())
-    def create(self, maxsize: int, modes: list[bool], max_deliveries: int, dead_expired: bool) -> None:
+    def create(self, maxsize: int, first: bool, modes: list[tuple[str, bool]], max_deliveries: int,
+               dead_expired: bool) -> None:
+        """Handle 0 (sync, reliable or not) creates the queue; up to two more attach, sync or
+        pressure.aio; an observer (a default-mode sync handle) reads what aio handles cannot."""
         self.m = Model(max_deliveries=max_deliveries, bound=maxsize, ack_counts="ack_join" not in KNOWN)
-        for i, reliable in enumerate(modes):
+        for i, (kind, reliable) in enumerate([("sync", first), *modes]):
             cid = f"h{i}.{self.prefix}"
-            kw: dict[str, Any] = {"client_id": cid, "reliable": reliable}
-            if reliable:
-                kw["max_deliveries"] = max_deliveries
+            kw: dict[str, Any] = {"client_id": cid, "reliable": reliable, "max_deliveries": max_deliveries}
             if i == 0 and dead_expired:
                 kw["dead_letter_expired"] = True
-            q: pressure.Queue[Any] = self.run(lambda kw=kw, i=i: pressure.Queue(
-                "q", maxsize if i == 0 else None, url=self.url, prefix=self.prefix, **kw))
-            self.handles.append(Handle(i, q, reliable, cid))
+            if kind == "aio":
+                aq: AsyncQueue[Any] = AsyncQueue("q", url=self.url, prefix=self.prefix, **kw)
+                q: Any = SyncOfAsync(aq, self.loop)
+                self.run(lambda aq=aq: self.loop.run_until_complete(aq.open()))
+            else:
+                q = self.run(lambda kw=kw, i=i: pressure.Queue(
+                    "q", maxsize if i == 0 else None, url=self.url, prefix=self.prefix, **kw))
+            self.handles.append(Handle(i, q, reliable, cid, aio=kind == "aio"))
             self.owing[i] = 0
+        self.observer = self.run(lambda: pressure.Queue("q", url=self.url, prefix=self.prefix,
+                                                        client_id=f"obs.{self.prefix}",
+                                                        max_deliveries=max_deliveries))
         self.dead_expired = dead_expired
 
     def teardown(self) -> None:
         try:
             for h in self.handles:
                 self.run(h.q.disconnect)
+            if self.observer is not None:
+                self.run(self.observer.disconnect)
         finally:
+            self.run(self.loop.close)
             self.worker.shutdown(wait=False)
             keys = list(self.r.scan_iter(match=f"{self.prefix}:*"))
             if keys:
@@ -229,8 +273,10 @@ class ModelMachine(RuleBasedStateMachine):
         return sum(1 for t in self.unmoved if t in self.m.ready)
 
     def moved(self) -> None:
-        """A put or get script ran: it moved in what was due."""
+        """A put or get script ran: it moved in what was due (and set :not_full)."""
         self.unmoved = []
+        self.stale_permit = False
+        self.let_in = self.m.let_in
 
     # -- producers -----------------------------------------------------------------------
 
@@ -244,7 +290,9 @@ class ModelMachine(RuleBasedStateMachine):
             key: str | None) -> None:
         h = self.h(i)
         item = self.item(choice)
-        kw: dict[str, Any] = {"delay": delay, "ttl": ttl, "key": key}
+        if h.aio:  # (pressure.aio puts take no lifecycle arguments: README)
+            delay = ttl = key = None
+        kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
         else:
@@ -269,7 +317,9 @@ class ModelMachine(RuleBasedStateMachine):
                  ttl: float | None, key: str | None) -> None:
         h = self.h(i)
         items = [self.item(c) for c in choices]
-        kw: dict[str, Any] = {"delay": delay, "ttl": ttl, "key": key}
+        if h.aio:
+            delay = ttl = key = None
+        kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
         else:
@@ -359,7 +409,7 @@ class ModelMachine(RuleBasedStateMachine):
         assert t is not None
         assert (d.item, d.deliveries) == (t.item, self.m.held[-1].deliveries), (d, t)
         assert h.owns(d.consumer), d.consumer
-        t.task_id = d.task_id
+        t.task_id = getattr(d, "task_id", None)  # (an AsyncDelivery has none)
 
     @rule(i=HANDLE, n=st.integers(min_value=1, max_value=4), block=BLOCK)
     def get_many(self, i: int, n: int, block: str) -> None:
@@ -391,9 +441,45 @@ class ModelMachine(RuleBasedStateMachine):
         handle's view sees it."""
         if h.reliable:
             return
+        if h.aio:
+            self.eventually(lambda: self.observer.statistics().taken, self.m.taken(), "taken")
+            return
         if "own_stats_flush" not in KNOWN:  # the handle's own view counts its own get at once
             assert self.run(h.q.statistics).taken == self.m.taken()
         self.run(h.q.in_flight)  # (it sends what the handle posted first)
+
+    @precondition(lambda self: self.subprocesses < 2)
+    @rule(n=st.integers(min_value=1, max_value=3), acks=st.integers(min_value=0, max_value=3),
+          end=st.sampled_from(["kill", "exit"]))
+    def consumer_process(self, n: int, acks: int, end: str) -> None:
+        """A reliable consumer in another process receives up to ``n`` items, acknowledges the
+        first ``acks``, and is SIGKILLed holding the rest, or disconnects and exits: what it
+        held comes back to the head of the queue, in order, with its delivery counts (README,
+        consumers that die; repair() takes back at once what dead consumers on this host held)."""
+        self.subprocesses += 1
+        index = 100 + self.subprocesses
+        cid = f"p{self.subprocesses}.{self.prefix}"
+        self.moved()
+        got = run_consumer(self.url, self.prefix, cid, n, acks, self.m.max_deliveries, end)
+        expected = []
+        for _ in range(n):
+            if self.m.get_outcome(index) is not Outcome.OK:
+                self.m.take(index, True)  # (expired items dropped on the way)
+                break
+            taken = self.m.take(index, True)
+            assert taken is not None
+            self.m.held.append(Hold(taken[0], taken[1], index, False))
+            expected.append((taken[0].item, taken[1]))
+        assert got == expected
+        holds = self.m.held_by(index)
+        for o in holds[:acks]:
+            self.m.ack(o, count=self.m.ack_counts)
+        left = self.m.held_by(index)
+        assert self.observer is not None
+        report = self.run(self.observer.repair)
+        if left:  # (a dead consumer's record is taken back even when it held nothing)
+            assert any(c == cid or c.startswith(cid + "#") for c in report.recovered), report
+        self.m.recover(left)
 
     # -- settling deliveries ---------------------------------------------------------------
 
@@ -407,6 +493,8 @@ class ModelMachine(RuleBasedStateMachine):
         holds = self.receipts()
         o = holds[k % len(holds)]
         d = o.delivery
+        if isinstance(d, AsyncDeliveryOf) and how not in ("ack", "release"):
+            how = "ack"  # (an AsyncDelivery has ack, release and touch only)
         if how == "ack":
             assert self.run(d.ack) is True
             self.m.ack(o, count=self.m.ack_counts)
@@ -429,6 +517,8 @@ class ModelMachine(RuleBasedStateMachine):
     def settle_again(self, k: int, how: str) -> None:
         """A delivery settled already: settling it again is False and changes nothing."""
         d = self.finished[k % len(self.finished)]
+        if isinstance(d, AsyncDeliveryOf) and how == "bury":
+            how = "ack"
         assert self.run(getattr(d, how)) is False
 
     @rule(i=HANDLE)
@@ -451,7 +541,10 @@ class ModelMachine(RuleBasedStateMachine):
             def too_many() -> None:
                 h.q.task_done()
                 if posted:  # the reply's error comes with the handle's next call
-                    _ = h.q.unfinished_tasks
+                    if h.aio:
+                        h.q.join()  # (it reads the handle's unread replies first)
+                    else:
+                        _ = h.q.unfinished_tasks
 
             exc = self.raises(ValueError, too_many)
             assert str(exc) == "task_done() called too many times"
@@ -461,8 +554,21 @@ class ModelMachine(RuleBasedStateMachine):
             self.m.ack(hold)
         else:
             self.m.count_done()
-        if posted:
+        if posted and h.aio:
+            self.eventually(lambda: self.observer.unfinished_tasks, self.unfinished(), "unfinished_tasks")
+        elif posted:
             assert self.run(lambda: h.q.unfinished_tasks) == self.unfinished()
+
+    def eventually(self, read: Callable[[], Any], expected: Any, what: str) -> None:
+        """What a handle posted reaches Redis soon (README: with its next command, within
+        200 ms): ``read()`` (by another handle) must show ``expected`` within a generous wait."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            got = self.run(read)
+            if got == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert got == expected, (what, got, expected)
 
     def unfinished(self) -> int:
         return self.m.unfinished
@@ -492,13 +598,14 @@ class ModelMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.m.dead))
     @rule(i=HANDLE, n=st.one_of(st.none(), st.integers(min_value=0, max_value=3)))
     def kick(self, i: int, n: int | None) -> None:
+        self.stale_permit = self.stale_permit or bool(self.m.delayed)
         expected = self.m.kick(n)
-        assert self.run(lambda: self.h(i).q.kick(n)) == expected
+        assert self.run(lambda: self.sync(i).kick(n)) == expected
 
     @precondition(lambda self: bool(self.m.dead))
     @rule(i=HANDLE)
     def purge_dead(self, i: int) -> None:
-        assert self.run(self.h(i).q.purge_dead) == self.m.purge_dead()
+        assert self.run(self.sync(i).purge_dead) == self.m.purge_dead()
 
     def known_tasks(self) -> list[Task]:
         """Tasks whose task id the library gave, and whose bytes no other task shares."""
@@ -514,7 +621,7 @@ class ModelMachine(RuleBasedStateMachine):
         tasks = self.known_tasks()
         t = tasks[k % len(tasks)]
         assert t.task_id is not None
-        q = self.h(k).q
+        q = self.sync(k)
         state = self.m.locate(t)
         holder = next((o for o in self.m.held if o.task is t), None)
         deliveries = holder.deliveries if holder else next(
@@ -536,6 +643,8 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE, immediate=st.booleans())
     def shutdown(self, i: int, immediate: bool) -> None:
         q = self.h(i).q
+        if immediate and self.h(i).aio and "aio_drain" in KNOWN:
+            q = self.observer
         self.run(lambda: q.shutdown(immediate=immediate))
         self.m.shutdown(immediate)
         if immediate:
@@ -551,13 +660,22 @@ class ModelMachine(RuleBasedStateMachine):
         m = self.m
         h = self.handles[self.steps % len(self.handles)]
         q = h.q
-        assert_invariants(self.r, q)
+        assert self.observer is not None
+        try:
+            assert_invariants(self.r, self.observer)
+        except AssertionError as exc:
+            stale = (("kick_permit" in KNOWN and self.stale_permit)
+                     or ("utube_permit" in KNOWN and self.m.let_in != self.let_in))
+            if not (stale and str(exc).startswith(":not_full")):
+                raise
         size, empty, full = self.run(lambda: (q.qsize(), q.empty(), q.full()))
         known = "due_counts" in KNOWN
         if not (known and (self.pending() or any(m.is_expired(t) for t in m.ready))):
             assert (size, empty) == (m.qsize(), m.qsize() == 0)
         if not (known and (self.pending() or m.delayed)):
             assert full == m.is_full()
+        if h.aio:  # (the rest is what an AsyncQueue does not show: README, asyncio)
+            q = self.observer
         assert self.run(lambda: q.unfinished_tasks) == self.unfinished()
         s = self.run(q.statistics)
         raw_ready, raw_delayed = len(m.ready) - self.pending(), len(m.delayed) + self.pending()
