@@ -150,12 +150,14 @@ class Model:
         """Whether a get finds an item now: a live one in the list, or one that an expired
         item of a utube key, dropped on the way, lets in at the tail."""
         ready = list(self.ready)
+        current = dict(self.current)
         behind = {k: list(q) for k, q in self.waiting.items()}
         for t in ready:  # (grows as expired keyed items let their next ones in)
             if not self.is_expired(t):
                 return True
-            if t.key is not None and self.current.get(t.key) is t and behind.get(t.key):
-                ready.append(behind[t.key].pop(0))
+            if t.key is not None and current.get(t.key) is t and behind.get(t.key):
+                current[t.key] = behind[t.key].pop(0)
+                ready.append(current[t.key])
         return False
 
     def get_outcome(self, h: int) -> Outcome:
