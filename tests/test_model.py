@@ -112,6 +112,8 @@ KNOWN: set[str] = {
     #     put or get sets it again
     "utube_permit",
 }
+if os.environ.get("PRESSURE_MODEL_KNOWN") is not None:  # e.g. "" to check everything
+    KNOWN = {flag for flag in os.environ["PRESSURE_MODEL_KNOWN"].split(",") if flag}
 
 _STORAGE = Path(__file__).resolve().parent.parent / ".hypothesis"
 if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
