@@ -113,9 +113,27 @@ class Model:
         """The ready items a get would return now (those past their ttl are dropped on the way)."""
         return [t for t in self.ready if not self.is_expired(t)]
 
+    def reach(self) -> tuple[int, int]:
+        """What the gets reach now, as qsize() counts it (lib.lua queue_counts): the live ready
+        items, and for a key's current item past its ttl, the first live one behind it (its
+        drop lets that one in); and the items past their ttl met on the way."""
+        live = expired = 0
+        for t in self.ready:
+            if not self.is_expired(t):
+                live += 1
+                continue
+            expired += 1
+            if t.key is not None and self.current.get(t.key) is t:
+                for w in self.waiting.get(t.key, ()):
+                    if not self.is_expired(w):
+                        live += 1
+                        break
+                    expired += 1
+        return live, expired
+
     def qsize(self) -> int:
         """What qsize() says: what get_nowait() calls in a row would return."""
-        return len(self.live_ready())
+        return self.reach()[0]
 
     def occupancy(self) -> int:
         """What counts against the bound: the list (expired items too: only a get drops them)
@@ -128,6 +146,15 @@ class Model:
 
     def is_expired(self, t: Task) -> bool:
         return t.expires_at is not None and t.expires_at <= self.clock
+
+    def not_due(self) -> int:
+        """Delayed items not due yet (statistics().delayed)."""
+        return sum(1 for t in self.delayed if t.due_at is None or t.due_at > self.clock)
+
+    def expired_waiting(self) -> int:
+        """Items past their ttl that no get has dropped yet (statistics().expired counts them
+        at once)."""
+        return self.reach()[1]
 
     def taken(self) -> int:
         return len(self.held)
@@ -249,8 +276,7 @@ class Model:
             self.expired_dead_bytes += t.size
             self.dead.append(Dead(t, 0, "expired"))
             self.strip(t)
-        else:
-            self.mark_done()
+        self.mark_done()  # dropped or dead-lettered, its processing ended
         self.task_gone(t)
 
     def strip(self, t: Task) -> None:
@@ -305,6 +331,7 @@ class Model:
             # a dead letter has left the list and counts as consumed (README)
             self.dead.append(Dead(t, o.deliveries, "deliveries"))
             self.strip(t)
+            self.mark_done()  # a dead letter's processing ended (kick() undoes it)
             self.task_gone(t)
             return
         self.consumed -= 1
@@ -320,6 +347,7 @@ class Model:
         self.calls["bury"] += 1
         self.dead.append(Dead(o.task, o.deliveries, "buried"))
         self.strip(o.task)
+        self.mark_done()
         self.task_gone(o.task)
 
     def recover(self, holds: list[Hold]) -> None:
@@ -331,6 +359,7 @@ class Model:
             if self.max_deliveries and o.deliveries >= self.max_deliveries:
                 self.dead.append(Dead(o.task, o.deliveries, "deliveries"))
                 self.strip(o.task)
+                self.mark_done()
                 self.task_gone(o.task)
             else:
                 self.consumed -= 1
@@ -353,8 +382,8 @@ class Model:
         return None
 
     def delete(self, t: Task) -> str | None:
-        """delete_item: a ready or delayed task counts as done; a taken one is its consumer's
-        to count; a dead letter is not."""
+        """delete_item: a ready, delayed or taken task counts as done (a taken one's ack() then
+        finds it gone); a dead letter was counted when it was dead-lettered."""
         state = self.locate(t)
         if state is None:
             return None
@@ -368,6 +397,7 @@ class Model:
         elif state == "taken":
             o = next(o for o in self.held if o.task is t)
             self.held.remove(o)
+            self.mark_done()
         else:
             self.dead = [d for d in self.dead if d.task is not t]
         self.task_gone(t)
@@ -381,6 +411,7 @@ class Model:
             self.ready.appendleft(d.task)
         self.consumed -= k
         self.consumed_bytes -= sum(d.task.size for d in moved)
+        self.done = max(self.done - k, 0)  # unfinished again
         self.calls["kick"] += k
         return k
 
