@@ -148,9 +148,11 @@ class _Roles:
         what consumers on this host whose process is gone hold, and say what is left:
         'recovered' (look again now: also when an item came back, or the consumers changed,
         since get.lua looked), 'wait' (items may still come back: unacknowledged, in an
-        inbox, or held by a consumer elsewhere, alive or not; or delayed items wait), or
-        'drained' (the holders are default-mode consumers alive on this host: what they hold,
-        a get returned or is returning, its drop on the way).
+        inbox, or held by a consumer elsewhere, alive or not; or delayed items wait, or a
+        utube key's current item is someone else's), or 'drained' (the holders are
+        default-mode consumers alive on this host: what they hold, a get returned or is
+        returning, its drop on the way; the utube keys left are those whose current item
+        ``cid`` holds, as get.lua judges: its own deliveries never make it wait).
 
         What it judges 'drained' is read in one MULTI, the queue's own items with the
         holders' lists: read apart, an item given back between the two reads (a release,
@@ -166,17 +168,21 @@ class _Roles:
         pipe = backend.client().pipeline(transaction=True)
         pipe.hkeys(k.consumers)
         pipe.exists(k.base)  # an item back in the queue (a list's or a sorted set's)
-        pipe.exists(k.delayed, k.utube)
+        pipe.exists(k.delayed)
+        pipe.hkeys(k.utube)
+        pipe.lrange(k.inflight(cid), 0, -1)
         for consumer, _ in others:
             for key in (k.inbox(consumer), k.inflight(consumer)):
                 pipe.llen(key)
                 pipe.lpos(key, "s:", count=0)  # wake-ups hold nothing
             pipe.exists(k.held(consumer))
-        consumers, queued, waiting, *replies = backend.call("look at the holders", pipe.execute)
+        consumers, queued, waiting, keys, mine, *replies = backend.call("look at the holders", pipe.execute)
         if queued or set(consumers) != set(records):
             return "recovered"  # given back, or another consumer came or went: look again
         if waiting:
-            return "wait"  # delayed items (they enter when due), or items behind a utube key
+            return "wait"  # delayed items: they enter when due
+        if keys and not set(keys) <= self._own_keys(mine):
+            return "wait"  # a utube key's current item is another's (a spec client's: no record)
         here = identity.hostname()
         for i, (_, record) in enumerate(others):
             n_inbox, wake_inbox, n_inflight, wake_inflight, held = replies[5 * i:5 * i + 5]
@@ -187,6 +193,18 @@ class _Roles:
                 if not (rest.endswith("|d") and host == here):
                     return "wait"  # unacknowledged, or a default-mode get elsewhere (maybe dead)
         return "drained"
+
+    def _own_keys(self, entries: list[bytes]) -> set[bytes]:
+        """The utube keys of the in-flight ``entries`` '<seq>:...' of one consumer (their
+        states, '<count>|<expires>|<ttr>|<d>|<key>' without the count, are in :pressure:meta
+        under 'd<seq>': lib.lua state_of). Read after the entries: a state gone meanwhile
+        (settled) only leaves its key out, and a get then waits and looks again."""
+        seqs = [entry.partition(b":")[0] for entry in entries if not entry.startswith(b"s:")]
+        if not seqs:
+            return set()
+        meta = self.keys.meta
+        states = self.backend.call("HMGET", self.backend.client().hmget, meta, [b"d" + s for s in seqs])
+        return {state.split(b"|", 4)[4] for state in states if state and state.count(b"|") >= 4} - {b""}
 
     def recover_waiter(self) -> None:
         """The consumer role is taken: if its holder is a dead process on this host, recover it.

@@ -8,8 +8,10 @@ No timed assertions: a due item is waited for with a generous timeout, never mea
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import pickle
+import threading
 import time
 from typing import Any
 
@@ -17,6 +19,8 @@ import pytest
 import redis
 
 import pressure
+from pressure import identity
+from pressure.aio import AsyncQueue
 from pressure.testing.spec_client import SpecClient
 
 from .faults_helpers import fork_child, kill_and_reap
@@ -637,17 +641,167 @@ def test_a_consumer_killed_holding_an_item_with_a_ttr_loses_nothing(url: str, r:
     assert r.exists(q.keys.meta) == 0
 
 
-def test_utube_a_closed_queue_waits_for_the_items_behind_a_key(make_queue: Any, r: redis.Redis) -> None:
-    q = make_queue("utclose", reliable=True)
-    q.put_many(["k0", "k1"], key="k")
-    q.close()
+def _get_closed(q: pressure.Queue[Any], how: str) -> Any:
+    """One get of ``how`` on ``q`` (one that waits for good ends at pytest's timeout)."""
+    if how == "get_nowait":
+        return q.get_nowait()
+    if how == "receive_nowait":
+        return q.receive(block=False)
+    if how == "get_timeout":
+        return q.get(timeout=5)
+    if how == "receive_timeout":
+        return q.receive(timeout=5)
+    return q.get()
+
+
+GETS = ["get_nowait", "receive_nowait", "get_timeout", "receive_timeout", "get"]
+
+
+@pytest.mark.parametrize("how", GETS)
+@pytest.mark.parametrize("behind", [0, 2])
+def test_utube_a_closed_queue_never_waits_for_the_consumers_own_key(make_queue: Any, r: redis.Redis,
+                                                                      behind: int, how: str) -> None:
+    """The consumer holds its key's current item: its own delivery never makes it wait, nor
+    do the items behind it, which only its own settling lets in (a wait would be for
+    itself). Nothing is lost: each acknowledgement lets the next item in for the next get."""
+    q = make_queue("utown", reliable=True)
+    q.put_many([f"k{i}" for i in range(1 + behind)], key="k")
     d = q.receive(block=False)
-    with pytest.raises(pressure.Empty):  # not ShutDown: k1 waits behind k0
-        q.receive(block=False)
-    d.ack()
-    q.receive(block=False).ack()
+    q.close()
     with pytest.raises(pressure.ShutDown):
-        q.receive(block=False)
+        _get_closed(q, how)
+    for i in range(1, 1 + behind):
+        d.ack()
+        d = q.receive(block=False)
+        assert d.item == f"k{i}"
+        with pytest.raises(pressure.ShutDown):
+            _get_closed(q, how)
+    assert d.release()  # given back: the next get finds it again
+    d = q.receive(block=False)
+    assert d.item == f"k{behind}" and d.deliveries == 2
+    d.ack()
+    with pytest.raises(pressure.ShutDown):
+        _get_closed(q, how)
+    assert r.exists(q.keys.utube, q.keys.meta) == 0
+    assert_invariants(r, q)
+
+
+def test_utube_a_closed_queue_drains_a_key_in_a_task_done_loop(make_queue: Any, r: redis.Redis) -> None:
+    """`for item in q` with task_done(): each acknowledgement lets the key's next item in
+    before the next get looks, so the loop gets every one and ends drained."""
+    q = make_queue("utloop", reliable=True)
+    q.put_many(["k0", "k1", "k2"], key="k")
+    q.put("free")
+    q.close()
+    got = []
+    for item in q:
+        got.append(item)
+        q.task_done()
+    assert got == ["k0", "free", "k1", "k2"]
+    assert r.exists(q.keys.utube, q.keys.meta) == 0
+
+
+@pytest.mark.parametrize("behind", [0, 1])
+def test_utube_a_closed_queue_waits_for_another_consumers_key(make_queue: Any, r: redis.Redis,
+                                                              behind: int) -> None:
+    """Another live consumer holds the key's current item: not drained until it settles it."""
+    holder = make_queue("utother", reliable=True)
+    other = make_queue("utother", reliable=True)
+    holder.put_many([f"k{i}" for i in range(1 + behind)], key="k")
+    d = holder.receive(block=False)
+    holder.close()
+    with pytest.raises(pressure.Empty):
+        other.get_nowait()
+    with pytest.raises(pressure.Empty):
+        other.get(timeout=0.3)
+    ack = threading.Timer(0.3, d.ack)
+    ack.start()
+    try:
+        if behind:
+            assert other.get(timeout=DUE) == "k1"  # let in by the holder's acknowledgement
+            other.task_done()
+        with pytest.raises(pressure.ShutDown):
+            other.get(timeout=DUE)
+    finally:
+        ack.join()
+    assert_invariants(r, holder)
+
+
+def test_utube_a_closed_queue_waits_for_a_spec_clients_key(make_queue: Any, r: redis.Redis) -> None:
+    """A plain spec client took the key's current item: it leaves no consumer record and
+    cannot acknowledge, so the key stays blocked (until delete_item) and the queue undrained."""
+    q = make_queue("utspec", reliable=True, serializer="bytes")
+    q.put_many([b"k0", b"k1"], key="k")
+    assert _spec(r, q).get_nowait() == b"k0"
+    q.close()
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()
+    with pytest.raises(pressure.Empty):
+        q.get(timeout=0.3)
+
+
+def test_utube_own_key_and_a_live_default_consumer_here_is_drained(make_queue: Any, r: redis.Redis) -> None:
+    """Another consumer's in-flight entry whose drop is on its way (a default-mode consumer
+    alive on this host: its get returned it) sends the get to look at the holders; there the
+    key whose current item the getter holds does not make it wait either."""
+    q = make_queue("utlook", reliable=True)
+    q.put_many(["k0", "k1"], key="k")
+    d = q.receive(block=False)
+    q.close()
+    host, pid, start = identity.process_record()
+    returned = "returned#0"  # as a default-mode consumer of this process whose get returned
+    r.hset(q.keys.consumers, returned, f"{host}|{pid}|{start}|10000|d")
+    r.lpush(q.keys.inflight(returned), b"99:1:0:x")
+    try:
+        with pytest.raises(pressure.ShutDown):
+            q.get_nowait()
+        with pytest.raises(pressure.ShutDown):
+            q.get(timeout=5)
+    finally:
+        r.delete(q.keys.inflight(returned))
+        r.hdel(q.keys.consumers, returned)
+    d.ack()
+    assert q.receive(block=False).item == "k1"
+
+
+@pytest.mark.parametrize("how", GETS)
+@pytest.mark.parametrize("behind", [0, 1])
+def test_utube_a_closed_queue_never_waits_for_an_async_consumers_own_key(url: str, prefix: str,
+                                                                          behind: int, how: str) -> None:
+    """As the sync test: pressure.aio's gets judge the drain as the sync ones do."""
+    async def get(q: AsyncQueue[Any]) -> Any:
+        if how == "get_nowait":
+            return await q.get_nowait()
+        if how == "receive_nowait":
+            return await q.receive(block=False)
+        if how == "get_timeout":
+            return await q.get(timeout=5)
+        if how == "receive_timeout":
+            return await q.receive(timeout=5)
+        return await q.get()
+
+    async def main() -> None:
+        async with AsyncQueue[Any]("utaio", url=url, prefix=prefix, reliable=True) as q:
+            d = await q.receive(block=False)
+            await q.close()
+            with pytest.raises(pressure.ShutDown):
+                await get(q)
+            if behind:
+                await d.ack()
+                d = await q.receive(block=False)
+                assert d.item == "k1"
+                with pytest.raises(pressure.ShutDown):
+                    await get(q)
+            await d.ack()
+            with pytest.raises(pressure.ShutDown):
+                await get(q)
+
+    producer = pressure.Queue[Any]("utaio", url=url, prefix=prefix)
+    try:
+        producer.put_many([f"k{i}" for i in range(1 + behind)], key="k")
+        asyncio.run(main())
+    finally:
+        producer.disconnect()
 
 
 def test_utube_immediate_shutdown_discards_the_items_behind_keys(make_queue: Any, r: redis.Redis) -> None:

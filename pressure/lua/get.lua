@@ -27,9 +27,11 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- A closed queue is drained only when its list is empty, no delayed item and no item behind
--- a utube key waits, and no other consumer holds an item that may come back (in its inbox, in flight or in a held batch):
--- until then a get answers -8, and waits like one on an open, empty queue.
+-- A closed queue is drained only when its list is empty, no delayed item waits, no other consumer
+-- holds an item that may come back (in its inbox, in flight or in a held batch), and every utube
+-- key left has its current item in this consumer's in-flight list (its own deliveries, and what
+-- their settling lets in, never make it wait): until then a get answers -8, and waits like one
+-- on an open, empty queue.
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues), whose name <base>
 --            names every other key the script uses: <base> followed by a suffix (one hash
 --            slot: the base's hash tag is in every one). A call sends one key name, not the
@@ -296,8 +298,25 @@ if len == 0 and look(closed) then
     return false
   end
 
-  if waiting == 0 and redis.call('EXISTS', ext .. 'utube') == 0
-     and not others_hold() then
+  -- Whether a utube key's current item (taken: none is queued or delayed here) is held by
+  -- someone else: another consumer, or a spec client, which leaves no record. The items
+  -- behind a key whose current item is in our own in-flight list come in when we settle it.
+  local function others_keys()
+    local keys = redis.call('HKEYS', ext .. 'utube')
+    if #keys == 0 then return false end
+    local mine = {}
+    for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do
+      local seq = string.match(entry, '^(%d+):')
+      local s = seq and state_of(redis.call('HGET', meta, 'd' .. seq))
+      if s and s.key then mine[s.key] = true end
+    end
+    for _, key in ipairs(keys) do
+      if not mine[key] then return true end
+    end
+    return false
+  end
+
+  if waiting == 0 and not others_keys() and not others_hold() then
     if nowait then return -3 end
     return wake(-3)
   end
