@@ -1,21 +1,24 @@
 -- Move dead letters back to the head of the queue, oldest first, with a fresh
 -- delivery count (they count as not consumed again, and as unfinished tasks again).
--- KEYS[1] - :pressure:dead (entries '<seq>:<deliveries>:<ms>:<payload>', newest first)
--- KEYS[2] - the items (a list; a sorted set for LIFO and priority queues)
--- KEYS[3] - :stats:consumed_messages
--- KEYS[4] - :stats:consumed_bytes
--- KEYS[5] - :bound
--- KEYS[6] - :not_full
--- KEYS[7] - :pressure:counts (lifecycle counters: 'kick', how many items kicked)
--- KEYS[8] - :pressure:redeliveries (each kicked copy's fresh state goes in at the head, with
---           it, ahead of the states of its queued copies; lib.lua copies_push)
--- KEYS[9] - :pressure:tasks_done (a dead letter counted as done; kicked back, it is
---           unfinished again: lib.lua tasks_back)
+-- KEYS[1]  - :pressure:dead (entries '<seq>:<deliveries>:<ms>:<payload>', newest first)
+-- KEYS[2]  - the items (a list; a sorted set for LIFO and priority queues)
+-- KEYS[3]  - :stats:consumed_messages
+-- KEYS[4]  - :stats:consumed_bytes
+-- KEYS[5]  - :bound
+-- KEYS[6]  - :not_full
+-- KEYS[7]  - :pressure:counts (lifecycle counters: 'kick', how many items kicked)
+-- KEYS[8]  - :pressure:redeliveries (each kicked copy's fresh state goes in at the head, with
+--            it, ahead of the states of its queued copies; lib.lua copies_push)
+-- KEYS[9]  - :pressure:tasks_done (a dead letter counted as done; kicked back, it is
+--            unfinished again: lib.lua tasks_back)
+-- KEYS[10] - :pressure:delayed (delayed items count against the bound with the queued ones:
+--            :not_full is kept for both)
 -- ARGV[1] - how many to move (-1 = all)
 -- return how many moved
 local dead_letters, items_key, consumed_messages = KEYS[1], KEYS[2], KEYS[3]
 local consumed_bytes, bound_key, not_full = KEYS[4], KEYS[5], KEYS[6]
 local counts_key, copies, tasks_done = KEYS[7], KEYS[8], KEYS[9]
+local delayed = KEYS[10]
 local how_many = ARGV[1]
 local n = tonumber(how_many)
 counter(tasks_done)  -- read first: a bad counter fails before any write
@@ -40,6 +43,7 @@ if n > 0 then
 end
 local bound = bound_of(redis.call('GET', bound_key))
 if bound then
-  keep_permit(not_full, items_len(items_key), bound, redis.call('LLEN', not_full))
+  keep_permit(not_full, items_len(items_key) + redis.call('ZCARD', delayed), bound,
+              redis.call('LLEN', not_full))
 end
 return n
