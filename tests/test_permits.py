@@ -10,12 +10,17 @@ takes nothing from them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 
 import pressure
+from pressure._internal import internal
+from pressure._scripts import LOG_APPEND
+from pressure.spark.log import QueueLog
 
 from .helpers import assert_invariants
 
@@ -39,3 +44,110 @@ def test_a_kick_counts_the_delayed_items_against_the_bound(make_queue: Any, r: r
     with pytest.raises(pressure.Full):
         q.put_nowait("more")
     assert_invariants(r, q)
+
+
+# -- utube: an item let in from behind its key counts ------------------------------------------
+
+def _ack(q: pressure.Queue[Any], d: Any, r: redis.Redis) -> None:
+    assert d.ack()
+
+
+def _delete(q: pressure.Queue[Any], d: Any, r: redis.Redis) -> None:
+    assert d.delete()
+
+
+def _delete_item(q: pressure.Queue[Any], d: Any, r: redis.Redis) -> None:
+    assert q.delete_item(d.task_id) is not None
+
+
+def _bury(q: pressure.Queue[Any], d: Any, r: redis.Redis) -> None:
+    assert d.bury()
+
+
+def _dead_after_max_deliveries(q: pressure.Queue[Any], d: Any, r: redis.Redis) -> None:
+    assert d.release()  # max_deliveries=1: to the dead letters
+
+
+@pytest.mark.parametrize("end", [_ack, _delete, _delete_item, _bury, _dead_after_max_deliveries])
+def test_an_item_let_in_behind_its_key_counts_against_the_bound(
+        make_queue: Any, r: redis.Redis, end: Callable[[pressure.Queue[Any], Any, redis.Redis], None]) -> None:
+    q = make_queue("ut", 1, reliable=True, max_deliveries=1)
+    q.put("a1", key="k")
+    d = q.receive(block=False)  # a1 taken: the queue is empty, room for one
+    q.put("a2", key="k")  # waits behind a1: neither in the length nor against the bound
+    assert r.llen(q.keys.base) == 0
+    assert_invariants(r, q)
+    end(q, d, r)  # a1 done: a2 comes in, and fills the bound
+    assert r.llen(q.keys.base) == 1
+    assert_invariants(r, q)
+    assert q.full()
+    with pytest.raises(pressure.Full):
+        q.put_nowait("more")
+    assert q.receive(block=False).item == "a2"
+    assert_invariants(r, q)
+
+
+def test_an_item_logged_lets_the_next_of_its_key_in_counted(make_queue: Any, url: str, prefix: str,
+                                                            r: redis.Redis) -> None:
+    q = make_queue("utlog", 1, reliable=True, serializer="bytes")
+    q.put(b"a1", key="k")
+    log = QueueLog("utlog", "g", url=url, prefix=prefix)
+    link = internal(log.queue)
+    cid, got, _ = link.receive_ids(1)  # a1 in flight
+    assert len(got) == 1
+    q.put(b"a2", key="k")
+    assert_invariants(r, q)
+    k = q.keys
+    link.run(LOG_APPEND.name, LOG_APPEND.keys(k.inflight(cid), f"{k.logs}:g", f"{k.logs}:g:tail", k.producer,
+                                              k.logs, k.meta), LOG_APPEND.check(("g", *got)))
+    assert r.llen(k.base) == 1  # a1 logged: a2 came in
+    assert_invariants(r, q)
+    log.queue.close()
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_get_that_lets_the_next_of_a_key_in_keeps_one_permit(make_queue: Any, r: redis.Redis,
+                                                                reliable: bool) -> None:
+    q = make_queue(f"utd{int(reliable)}", 2, reliable=reliable)
+    q.put_many(["a1", "a2"], key="k")
+    q.put("x")  # a1, x queued (a2 behind a1): full
+    assert_invariants(r, q)
+    # both out at once, then a2 comes in (the default mode: a1 is done as it is taken)
+    assert q.get_many(2, block=False) == ["a1", "x"]
+    if reliable:
+        assert r.llen(q.keys.base) == 0
+        q.task_done()  # a1 acknowledged: a2 comes in
+    assert r.llen(q.keys.base) == 1
+    assert_invariants(r, q)
+    assert q.get_nowait() == "a2"
+    assert_invariants(r, q)
+
+
+def test_an_expired_item_lets_the_next_of_its_key_in_counted(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utx", 2, reliable=True)
+    q.put("old", key="k", ttl=0.05)
+    q.put("new", key="k")  # behind old
+    q.put("x")  # old, x queued: full
+    time.sleep(0.1)
+    assert_invariants(r, q)
+    # old expires on the way out and new comes in, taken in turn
+    assert q.get_many(2, block=False) == ["x", "new"]
+    assert_invariants(r, q)
+
+
+def test_an_item_let_in_behind_its_key_may_pass_a_bound_filled_meanwhile(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("utpast", 1, reliable=True)
+    q.put("a1", key="k")
+    d = q.receive(block=False)
+    q.put("a2", key="k")  # behind a1: room still for one
+    q.put("x")  # full
+    assert d.ack()  # a2 comes in all the same: it was accepted when put
+    assert r.llen(q.keys.base) == 2
+    assert_invariants(r, q)
+    with pytest.raises(pressure.Full):
+        q.put_nowait("more")
+    assert q.receive(block=False).item == "x"
+    assert_invariants(r, q)  # a2 queued: full still
+    assert q.receive(block=False).item == "a2"
+    assert_invariants(r, q)
+    q.put_nowait("more")

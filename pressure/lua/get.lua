@@ -379,6 +379,8 @@ if len > 0 and has_state then
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   taken, states = take_live(want, now_ms())
   len = items_len(items_key) + #taken
+  -- an item let in from behind its utube key may have changed it (lib.lua utube_done)
+  permits = redis.call('LLEN', not_full)
 end
 if len > 0 then
   local want = 1
