@@ -135,6 +135,51 @@ def test_an_expired_item_lets_the_next_of_its_key_in_counted(make_queue: Any, r:
     assert_invariants(r, q)
 
 
+# -- consumed counters and expired dead letters -------------------------------------------------
+
+def test_an_expired_dead_letter_was_never_consumed_nor_is_its_kick(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("exp", reliable=True, ttl=0.05, dead_letter_expired=True)
+    q.put("old")
+    time.sleep(0.1)
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()  # expired on the way: dead-lettered, never handed out
+    assert [d.reason for d in q.dead_letters()] == ["expired"]
+    assert _consumed(r, q) == (0, 0)
+    assert q.statistics().calls["take"] == 0
+    assert q.kick() == 1  # back in the queue: still never got
+    assert _consumed(r, q) == (0, 0)
+    stats = q.statistics()
+    assert stats.calls["take"] == 0 and stats.calls["kick"] == 1
+    d = q.receive(block=False)
+    assert d.item == "old"
+    assert _consumed(r, q)[0] == 1 and q.statistics().calls["take"] == 1
+    assert d.release()  # counted as consumed, so given back, not dropped as a stranger's
+    assert q.qsize() == 1 and _consumed(r, q) == (0, 0)
+    d = q.receive(block=False)
+    assert d.item == "old" and d.ack()
+    stats = q.statistics()
+    assert stats.calls["take"] == 2 and stats.calls["ack"] == 1 and stats.consumed_messages == 1
+
+
+def test_a_kick_takes_back_from_consumed_only_what_was_consumed(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("mix", reliable=True, dead_letter_expired=True)
+    q.put("buried")
+    assert q.receive(block=False).bury()
+    q.put("old", ttl=0.05)
+    time.sleep(0.1)
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()
+    assert [d.reason for d in q.dead_letters()] == ["buried", "expired"]
+    before = _consumed(r, q)
+    assert before[0] == 1
+    assert q.kick() == 2
+    assert _consumed(r, q) == (0, 0)  # the buried one's take undone; the expired one had none
+    stats = q.statistics()
+    assert stats.calls["take"] == 1 and stats.calls["kick"] == 2
+    assert sorted(q.receive(block=False).item for _ in range(2)) == ["buried", "old"]
+    assert q.statistics().calls["take"] == 3
+
+
 def test_an_item_let_in_behind_its_key_may_pass_a_bound_filled_meanwhile(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("utpast", 1, reliable=True)
     q.put("a1", key="k")

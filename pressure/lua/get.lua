@@ -330,8 +330,9 @@ if len > 0 and has_state then
   local utube = ext .. 'utube'
   -- Whether `item`, just taken out of the queue at `now` with its state `s`, is past its ttl:
   -- then it is dropped or moved to the dead letters (seq 'expired'), counted as done either way
-  -- (lib.lua tasks_ended), and counted in :pressure:counts 'expired'. A default-mode get (and a
-  -- 'log') takes its state along: the item is never acknowledged.
+  -- (lib.lua tasks_ended), and counted in :pressure:counts 'expired'; never handed out, it is not
+  -- counted in :stats:consumed_* (nor taken out of them by a kick: kick.lua). A default-mode
+  -- get (and a 'log') takes its state along: the item is never acknowledged.
   local function expire(item, s, now)
     if not s then return false end
     if not s.expires or s.expires > now then
