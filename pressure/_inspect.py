@@ -143,8 +143,9 @@ class Inspection(Generic[T]):
             STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
-        # acknowledged (in the default mode and by a spec client, as the get returned it)
-        take = cm + counts.get("returned", 0) + counts.get("kick", 0)
+        # acknowledged (in the default mode and by a spec client, as the get returned it); a
+        # kick takes its dead letters back out of cm, but for those that expired, never taken
+        take = cm + counts.get("returned", 0) + counts.get("kick", 0) - counts.get("kick_expired", 0)
         ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
         calls = {"put": pm, "take": take, "ack": max(ack, 0),
                  **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}

@@ -294,7 +294,8 @@ REQUEUE = QueueScript(
 
 #: how many dead letters moved
 KICK = QueueScript("kick", lambda k: (k.dead, k.base, k.consumed_messages, k.consumed_bytes, k.bound,
-                                      k.not_full, k.counts, k.redeliveries, k.tasks_done), ("count",))
+                                      k.not_full, k.counts, k.redeliveries, k.tasks_done, k.delayed),
+                   ("count",))
 
 class FindStatus(IntEnum):
     """find_item.lua's result when it is not the item's record."""

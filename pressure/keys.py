@@ -104,7 +104,8 @@ class QueueKeys:
     meta: str
     #: hash: utube key -> its items in the queue; '<utube>:<key>' the list of those waiting
     utube: str
-    #: hash of lifecycle counters: expired, release, bury, kick, delete (statistics())
+    #: hash of lifecycle counters: expired, release, bury, kick (kick_expired: those of them
+    #: that had expired), delete... (statistics())
     counts: str
     #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
     #: log is '<logs>:<group>', with ':tail' and ':committed'

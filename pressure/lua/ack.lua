@@ -9,7 +9,8 @@
 -- KEYS[5] - :pressure:meta (an acknowledged item's ttl, ttr and utube key go with it, its
 --           field 'd<delivery number>'; lib.lua state_of). For an item of a utube key, these are used too, named from it (lib.lua
 --           sibling_key): :pressure:utube (its key's next item comes in: lib.lua utube_done),
---           the items <base> (KEYS[5] without ':pressure:meta'), and :pressure:waiter,
+--           the items <base> (KEYS[5] without ':pressure:meta') with its :bound and :not_full
+--           (the item let in counts against the bound) and :pressure:delayed, and :pressure:waiter,
 --           :pressure:lease and :pressure:inbox:<waiter> (the waiter is woken)
 -- KEYS[6] - the consumer's in-flight list (:pressure:inflight:<id>)
 -- ARGV[1] - delivery number ('s' removes one wake-up entry; '-' none: a default-mode

@@ -349,8 +349,9 @@ if len > 0 and has_state then
   local utube = ext .. 'utube'
   -- Whether `item`, just taken out of the queue at `now` with its state `s`, is past its ttl:
   -- then it is dropped or moved to the dead letters (seq 'expired'), counted as done either way
-  -- (lib.lua tasks_ended), and counted in :pressure:counts 'expired'. A default-mode get (and a
-  -- 'log') takes its state along: the item is never acknowledged.
+  -- (lib.lua tasks_ended), and counted in :pressure:counts 'expired'; never handed out, it is not
+  -- counted in :stats:consumed_* (nor taken out of them by a kick: kick.lua). A default-mode
+  -- get (and a 'log') takes its state along: the item is never acknowledged.
   local function expire(item, s, now)
     if not s then return false end
     if not s.expires or s.expires > now then
@@ -398,6 +399,8 @@ if len > 0 and has_state then
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   taken, states = take_live(want, now_ms())
   len = items_len(items_key) + #taken
+  -- an item let in from behind its utube key may have changed it (lib.lua utube_done)
+  permits = redis.call('LLEN', not_full)
 end
 if len > 0 then
   local want = 1

@@ -509,7 +509,11 @@ end
 -- key are taken one at a time, in order. When it is done (acknowledged, dead-lettered, expired,
 -- deleted, taken by a default-mode get, or logged), the next one of its key enters the queue
 -- at the tail (with `push_all`, items_push_all), its state with it. `m` is the item's state
--- (state_of).
+-- (state_of). Waiting behind its key, an item counts neither in the length nor against the
+-- bound; let in, it is a queued item and counts in both (past the bound, if the queue filled
+-- meanwhile, as an item given back does: it was accepted when put), so :not_full is brought in
+-- line here, for every caller (keys named from `items_key`, and `utube_key`: sibling_key). A
+-- caller that read :not_full's length before must read it again.
 local function utube_done(utube_key, m, items_key, push_all)
   if not m or not m.key then return end
   if redis.call('HINCRBY', utube_key, m.key, '-1') <= 0 then
@@ -520,7 +524,13 @@ local function utube_done(utube_key, m, items_key, push_all)
       -- (an item that waits with no state beside it still has its key)
       local state = redis.call('RPOP', utube_key .. '_meta:' .. m.key) or (NO_META .. m.key)
       copies_push(sibling_key(utube_key, 'utube', 'redeliveries'), nxt, state, false)
-      push_all(items_key, {nxt})
+      local len = push_all(items_key, {nxt})
+      local bound = bound_of(redis.call('GET', items_key .. ':bound'))
+      if bound then  -- (no queue, or a bad bound: :not_full is left to the client's error)
+        local not_full = items_key .. ':not_full'
+        keep_permit(not_full, len + redis.call('ZCARD', sibling_key(utube_key, 'utube', 'delayed')), bound,
+                    redis.call('LLEN', not_full))
+      end
     end
   end
 end
