@@ -142,7 +142,7 @@ class Inspection(Generic[T]):
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         # the items by state (counted as info.lua counts them for qsize()) and the lifecycle's
         # figures: a second atomic step (lua/stats.lua)
-        ready, delayed, taken, _, consumers, unfinished, *flat = self._call(
+        ready, delayed, taken, _, consumers, unfinished, _, *flat = self._call(
             STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
