@@ -7,6 +7,7 @@ copies' states are handed out.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import time
 from typing import Any
@@ -279,3 +280,33 @@ def test_redelivered_counts_each_identical_copy_and_no_copy_gone(make_queue: Any
     assert r.hlen(p.keys.redeliveries) == 1  # kept for the next copy of "a" while "b" waits
     assert p.get(block=False) == "b"
     assert r.exists(p.keys.redeliveries) == 0 and _redelivered(p) == 0
+
+
+def test_no_state_outlives_its_copy_on_pressures_own_paths(make_queue: Any, r: redis.Redis) -> None:
+    """Each way a queued copy with a state leaves the queue without a delivery takes its state
+    with it: delete_item() (identical copies one at a time), ttl expiry, shutdown(immediate=True)."""
+    q = make_queue("identpaths", reliable=True)
+    q.put_many(["a", "a", "b"])
+    for d in [q.receive(block=False) for _ in range(3)]:
+        d.release()
+    q.put("t", ttl=0.05)
+    assert _redelivered(q) == 4
+    task_id = _task_id("a")
+    assert q.delete_item(task_id) is not None
+    assert _redelivered(q) == 3 and r.exists(f"{q.keys.redeliveries}:{task_id}") == 0
+    assert q.delete_item(task_id) is not None and _redelivered(q) == 2
+    time.sleep(0.1)
+    assert q.get_nowait() == "b"  # given back last: at the head
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()  # "t" expired: dropped on the way
+    assert r.exists(q.keys.redeliveries) == 0 and _redelivered(q) == 0
+    q.put("c")
+    q.receive(block=False).release()
+    assert _redelivered(q) == 1
+    q.shutdown(immediate=True)
+    assert r.keys(f"{q.keys.redeliveries}*") == [] and _redelivered(q) == 0
+
+
+def _task_id(item: Any) -> str:
+    """The task id of an item put with the default serializer (pickle)."""
+    return hashlib.sha1(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
