@@ -45,6 +45,9 @@ class Inspection(Generic[T]):
     def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
         raise NotImplementedError
 
+    def _own_posted(self) -> None:
+        raise NotImplementedError
+
     # -- inspection ----------------------------------------------------------------
 
     def peek(self, n: int = 1) -> list[T]:
@@ -52,6 +55,7 @@ class Inspection(Generic[T]):
         n = _count("n", n)
         if n == 0:
             return []
+        self._own_posted()
         return [serializers.loads(self._serializer, self._unwrap(p)) for p in self._peek_items(n)]
 
     # -- size and state -----------------------------------------------------------
@@ -118,8 +122,7 @@ class Inspection(Generic[T]):
 
     def statistics(self) -> QueueStatistics:
         """Return a snapshot of the queue's counters (one atomic round trip)."""
-        if self._options.reliable:
-            self._backend.flush()  # this handle's own posted task_done()s count
+        self._own_posted()  # this handle's own get's drop, task_done()s count
         k = self._keys
         client = self._backend.client()
         pipe = client.pipeline(transaction=True)
@@ -139,7 +142,7 @@ class Inspection(Generic[T]):
         pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         # the items by state (counted as info.lua counts them for qsize()) and the lifecycle's
         # figures: a second atomic step (lua/stats.lua)
-        ready, delayed, taken, _, consumers, unfinished, *flat = self._call(
+        ready, delayed, taken, _, consumers, unfinished, _, *flat = self._call(
             STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
         counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
         # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:

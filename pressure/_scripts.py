@@ -309,9 +309,10 @@ FIND_ITEM = QueueScript(
                k.produced_messages, k.tasks_done, k.all_tasks_done, k.utube, k.redeliveries),
     ("mode", "task_id", "inbox_prefix", "inflight_prefix", "delivery"), FindStatus)
 
-#: {ready, delayed, taken, buried, consumers, unfinished, counter name, value, ...} (lua/stats.lua)
+#: {ready, delayed, taken, buried, consumers, unfinished, redelivered, counter name, value, ...}
+#: (lua/stats.lua)
 STATS = QueueScript("stats", lambda k: (k.base, k.delayed, k.dead, k.consumers, k.counts, k.meta, k.utube,
-                                        k.produced_messages, k.tasks_done),
+                                        k.produced_messages, k.tasks_done, k.redeliveries),
                     ("inbox_prefix", "inflight_prefix", "held_prefix"))
 
 

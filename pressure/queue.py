@@ -201,8 +201,19 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         return self._backend.run(script + self._variant, keys, args, mutating=mutating)
 
     def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
-        """Run one of this kind of queue's scripts through its binding (pressure/_scripts.py)."""
+        """Run one of this kind of queue's scripts through its binding (pressure/_scripts.py),
+        after what this thread posted (``_own_posted``): a handle sees its own effects."""
+        self._own_posted()
         return script.run(self._backend, self._keys, self._variant, *args, mutating=mutating)
+
+    def _own_posted(self) -> None:
+        """Let the commands this thread posted (a default-mode get's drop of what it took,
+        task_done()'s count or acknowledgement: ``Backend.post``) run before this handle's next
+        step on another connection: their replies read (their checks see them), one round trip
+        if any are unread, else nothing. Every script outside the hot path (``_call``) and each
+        read of the handle that is not a script (statistics(), peek(), in_flight(), ...) come
+        after it; the hot path's own commands go on this thread's connection, behind them."""
+        self._backend.flush()
 
     # -- the kind of queue: FIFO here; LIFO and priority override (pressure/ordered.py) ---
 

@@ -206,6 +206,9 @@ class Reliability(Generic[T]):
     def _call(self, script: QueueScript, *args: Any, mutating: bool = True) -> Any:
         raise NotImplementedError
 
+    def _own_posted(self) -> None:
+        raise NotImplementedError
+
     # -- settling one delivery --------------------------------------------------------
 
     def _ack(self, delivery: Delivery[T], task_done: bool, *, in_line: bool = True) -> bool:
@@ -301,7 +304,7 @@ class Reliability(Generic[T]):
         counts, which must see this handle's own task_done()s."""
         consumer = self._consumer
         if flush:
-            self._backend.flush()
+            self._own_posted()
         while consumer.counts_owed:  # the default mode's posted counts that did not run
             try:
                 consumer.counts_owed.popleft()

@@ -45,6 +45,7 @@ class Task:
     ttr: float | None = None
     key: str | None = None  # utube
     task_id: str | None = None  # as the library named it (from a delivery or a dead letter)
+    kicked: bool = False  # back from the dead letters: a fresh state of its own
     entered: int = 0  # when it entered the delayed items (FIFO among equal due times)
 
     def __repr__(self) -> str:
@@ -77,9 +78,6 @@ class Model:
 
     max_deliveries: int
     bound: int = 0
-    #: whether Delivery.ack() counts its task done (README: it does, as task_done() does;
-    #: False only while tests/test_model.py's KNOWN has 'ack_join')
-    ack_counts: bool = True
     closed: bool = False
     clock: float = 0.0
     ready: collections.deque[Task] = field(default_factory=collections.deque)
@@ -167,11 +165,13 @@ class Model:
         return [o for o in self.held if o.handle == h]
 
     def drained_for(self, h: int) -> bool:
-        """A get by handle ``h`` raises ShutDown: closed, nothing queued, delayed or waiting
-        behind its utube key, and no other consumer holds anything that may come back (its
-        own deliveries never count)."""
-        return (self.closed and not self.can_take() and not self.delayed and not self.waiting
-                and not any(o.handle != h for o in self.held))
+        """A get by handle ``h`` raises ShutDown: closed, nothing queued or delayed, no other
+        consumer holds anything that may come back, and no utube key's current item is
+        anyone's but its own (its own deliveries never count, nor the items behind them)."""
+        own = {id(o.task) for o in self.held if o.handle == h}
+        return (self.closed and not self.can_take() and not self.delayed
+                and not any(o.handle != h for o in self.held)
+                and all(id(t) in own for t in self.current.values()))
 
     def can_take(self) -> bool:
         """Whether a get finds an item now: a live one in the list, or one that an expired
@@ -269,9 +269,7 @@ class Model:
 
     def expire(self, t: Task) -> None:
         self.expired += 1
-        if t.dead_on_expiry:  # a dead letter counts as consumed (README), kick() gives it back
-            self.consumed += 1
-            self.consumed_bytes += t.size
+        if t.dead_on_expiry:  # never consumed (no get handed it out): kick() takes nothing back
             self.expired_dead += 1
             self.expired_dead_bytes += t.size
             self.dead.append(Dead(t, 0, "expired"))
@@ -408,9 +406,11 @@ class Model:
         moved, self.dead = self.dead[:k], self.dead[k:]
         for d in reversed(moved):  # oldest first, at the head, with a fresh count
             d.task.deliveries = 0
+            d.task.kicked = True
             self.ready.appendleft(d.task)
-        self.consumed -= k
-        self.consumed_bytes -= sum(d.task.size for d in moved)
+        consumed = [d for d in moved if d.reason != "expired"]  # (an expired one never was)
+        self.consumed -= len(consumed)
+        self.consumed_bytes -= sum(d.task.size for d in consumed)
         self.done = max(self.done - k, 0)  # unfinished again
         self.calls["kick"] += k
         return k

@@ -660,3 +660,43 @@ def test_reliable_timed_out_waits_never_hand_out_a_delivery_the_handle_holds(
 
     asyncio.run(main())
     _check(r, url, prefix)
+
+
+def _fill_for_shutdown(url: str, prefix: str, name: str, r: redis.Redis) -> pressure.Queue[Any]:
+    """A queue with ready items (one given back: a queued copy with a state of its own),
+    delayed ones, items behind a utube key, and an item held by a consumer."""
+    q = _sync(url, prefix, name, reliable=True)
+    q.put_many(["a", "b", "c"])
+    q.receive(block=False)  # "a": held
+    q.receive(block=False).release()  # "b" back at the head, delivered once
+    q.put_many(["d", "e"], delay=60)
+    q.put_many(["k0", "k1", "k2"], key="k")
+    assert r.hlen(q.keys.redeliveries) == 2  # the states of "b" (delivered once) and k0 (its key)
+    return q
+
+
+def test_immediate_shutdown_as_the_sync_one(url: str, prefix: str, r: redis.Redis) -> None:
+    """aio's shutdown(immediate=True) runs drain.lua through the same binding as the sync
+    handle: it leaves the same keys and counts."""
+    def left(q: pressure.Queue[Any]) -> tuple[list[str], Any, int]:
+        base = q.keys.base
+        names = sorted(key.decode()[len(base):] for key in r.scan_iter(match=base + "*")
+                       if b":inflight:" not in key and b":held:" not in key and b":inbox:" not in key)
+        s = q.statistics()
+        return names, (s.discarded_messages, s.produced_messages, s.consumed_messages), q.unfinished_tasks
+
+    sync = _fill_for_shutdown(url, prefix, "s", r)
+    sync.shutdown(immediate=True)
+
+    aio_filled = _fill_for_shutdown(url, prefix, "a", r)
+
+    async def main() -> None:
+        async with AsyncQueue[str]("a", url=url, prefix=prefix, reliable=True) as q:
+            await q.shutdown(immediate=True)
+
+    asyncio.run(main())
+    assert left(aio_filled) == left(sync)
+    assert left(sync)[1][0] == 7  # b, c, k0; d, e (delayed); k1, k2 (behind k0)
+    assert r.hlen(sync.keys.redeliveries) == 0 and r.exists(sync.keys.delayed, sync.keys.utube) == 0
+    sync.disconnect()
+    aio_filled.disconnect()

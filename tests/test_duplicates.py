@@ -7,6 +7,7 @@ copies' states are handed out.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import time
 from typing import Any
@@ -242,3 +243,70 @@ def test_three_identical_copies_each_keep_their_ttl_in_order(make_queue: Any, r:
     assert int(r.hget(q.keys.counts, "expired") or 0) == 1
     assert r.keys(f"{q.keys.redeliveries}*") == []  # in flight, their ttls are kept by delivery
     assert r.hlen(q.keys.meta) == 2
+
+
+def _redelivered(q: pressure.Queue[Any]) -> int:
+    """The CLI's and the metrics' ``redelivered`` figure of ``q``."""
+    from pressure.cli._inventory import QueueRef, queue_rows
+    backend = q._backend
+    (row,) = queue_rows(backend, q.prefix, [QueueRef(q.name, "fifo")])
+    return row.redelivered
+
+
+def test_redelivered_counts_each_identical_copy_and_no_copy_gone(make_queue: Any, r: redis.Redis) -> None:
+    """The views' ``redelivered``: the queued copies with a state of their own, each of identical
+    copies (one field of :pressure:redeliveries holds their states); a state a spec client's take
+    left behind counts for no copy, and goes with the get that leaves the queue empty."""
+    q = make_queue("identcount", reliable=True)
+    q.put_many(["tick", "tick", "x"])
+    held = [q.receive(block=False) for _ in range(3)]
+    for d in held:
+        d.release()
+    assert r.hlen(q.keys.redeliveries) == 2  # "tick"'s field holds both its copies' states
+    assert _redelivered(q) == 3
+    spec = SpecClient(r, q.name, prefix=q.prefix)
+    assert spec.get(timeout=1) is not None  # the copy next out: "x", given back last
+    assert _redelivered(q) == 2
+    assert [q.receive(block=False).deliveries for _ in range(2)] == [2, 2]
+    q.put("y")
+    assert spec.get(timeout=1) is not None and _redelivered(q) == 0
+    # a copy given back, taken by a spec client, another left queued: the get that takes
+    # that one (the queue empty then) drops the state the spec client's take left behind
+    p = make_queue("identleft", reliable=True)
+    p.put("a")
+    p.receive(block=False).release()
+    p.put("b")
+    SpecClient(r, p.name, prefix=p.prefix).get(timeout=1)  # "a", given back at the head
+    assert r.hlen(p.keys.redeliveries) == 1  # kept for the next copy of "a" while "b" waits
+    assert p.get(block=False) == "b"
+    assert r.exists(p.keys.redeliveries) == 0 and _redelivered(p) == 0
+
+
+def test_no_state_outlives_its_copy_on_pressures_own_paths(make_queue: Any, r: redis.Redis) -> None:
+    """Each way a queued copy with a state leaves the queue without a delivery takes its state
+    with it: delete_item() (identical copies one at a time), ttl expiry, shutdown(immediate=True)."""
+    q = make_queue("identpaths", reliable=True)
+    q.put_many(["a", "a", "b"])
+    for d in [q.receive(block=False) for _ in range(3)]:
+        d.release()
+    q.put("t", ttl=0.05)
+    assert _redelivered(q) == 4
+    task_id = _task_id("a")
+    assert q.delete_item(task_id) is not None
+    assert _redelivered(q) == 3 and r.exists(f"{q.keys.redeliveries}:{task_id}") == 0
+    assert q.delete_item(task_id) is not None and _redelivered(q) == 2
+    time.sleep(0.1)
+    assert q.get_nowait() == "b"  # given back last: at the head
+    with pytest.raises(pressure.Empty):
+        q.get_nowait()  # "t" expired: dropped on the way
+    assert r.exists(q.keys.redeliveries) == 0 and _redelivered(q) == 0
+    q.put("c")
+    q.receive(block=False).release()
+    assert _redelivered(q) == 1
+    q.shutdown(immediate=True)
+    assert r.keys(f"{q.keys.redeliveries}*") == [] and _redelivered(q) == 0
+
+
+def _task_id(item: Any) -> str:
+    """The task id of an item put with the default serializer (pickle)."""
+    return hashlib.sha1(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()

@@ -877,3 +877,31 @@ def test_a_dead_lettered_item_leaves_no_ttl_or_ttr_behind(make_queue: Any, r: re
     q.receive(block=False).bury()
     assert r.exists(q.keys.meta) == 0
     assert q.purge_dead() == 2
+
+
+# -- a handle sees its own effects ------------------------------------------------------------
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_reads_of_a_handle_see_what_it_posted(make_queue: Any, reliable: bool) -> None:
+    """A get of the default mode posts the drop of what it took (its held batch and in-flight
+    list), task_done() posts its count or acknowledgement: the handle's own reads come after
+    them (statistics(), peek_item(), qsize() of a utube key's next item), not up to 200 ms
+    before them."""
+    q = make_queue("own", reliable=reliable)
+    q.put_many(["a", "b"])
+    q.put_many(["k0", "k1"], key="k")
+    for i in range(3):  # the third one, k0, lets k1 in once it is done
+        q.get(timeout=DUE)
+        s = q.statistics()
+        assert s.taken == (i + 1 if reliable else 0) and s.unfinished_tasks == 4
+        if not reliable:
+            assert q.peek_item(_task_id("a")) is None
+    for i in range(3):
+        q.task_done()  # reliable: a's, b's, then k0's acknowledgement (k1 in then)
+        assert q.qsize() == (1 if not reliable or i == 2 else 0)
+        s = q.statistics()
+        assert (s.done, s.unfinished_tasks) == (i + 1, 3 - i)
+        assert s.taken == (2 - i if reliable else 0)
+    assert q.get(timeout=DUE) == "k1"
+    q.task_done()
+    assert q.unfinished_tasks == 0

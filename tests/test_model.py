@@ -17,8 +17,7 @@ amount, so nothing sleeps; the blocking calls that must time out wait ``WAIT`` s
 Every call runs on one worker thread, so a call that hangs fails the example as a hang.
 
 ``PRESSURE_MODEL_EXAMPLES=<n>`` runs more examples (CI runs a bounded number); the seed of a
-run is printed (replay: ``PRESSURE_MODEL_SEED=<seed>``). Known defects are guarded by the flags
-in ``KNOWN`` below.
+run is printed (replay: ``PRESSURE_MODEL_SEED=<seed>``).
 """
 
 from __future__ import annotations
@@ -63,41 +62,6 @@ from .model_reference import Hold, Model, Outcome, Task
 
 #: Known defects whose fixes have not landed: each flag disables the checks named beside it,
 #: no other. A flag goes once its fix lands.
-KNOWN: set[str] = {
-    # (new) statistics() on a default-mode handle does not send the drop its own last get
-    #     posted (a reliable handle's does: README), so it counts that item as taken for up to
-    #     200 ms: the check of statistics().taken on the getting handle right after its get
-    "own_stats_flush",
-    # (new) an item dead-lettered because its ttl passed (dead_letter_expired=True) is not
-    #     counted in :stats:consumed_* (every other dead letter is: README), yet kick() takes
-    #     it off them: consumed_messages/_bytes are compared with the model's less those items
-    "expired_consumed",
-    # (new) a get on a closed queue by the consumer that holds the current item of a utube key
-    #     (nothing behind it) raises Empty / waits, where its own deliveries never make it
-    #     wait (README): a get the model says raises ShutDown is expected to raise Empty
-    #     while any utube key has a current item
-    "own_utube_drain",
-    # (new) :pressure:redeliveries keeps the count of an item given back that then leaves
-    #     without a delivery (delete_item, shutdown(immediate=True), expiry): the CLI's and the
-    #     collector's `redelivered` must be at least the model's, not equal
-    "redeliveries_leak",
-    # (new) kick() sets :not_full from the list's length alone, leaving out the delayed items
-    #     (every other script counts them against the bound): the :not_full check of
-    #     helpers.assert_invariants is skipped after a kick while items are delayed, until the
-    #     next put or get sets it again
-    "kick_permit",
-    # (new) pressure.aio's shutdown(immediate=True) sends drain.lua 9 of its 11 keys (not
-    #     :pressure:delayed, :pressure:utube): the script fails, BackendError, every time. An
-    #     aio handle's shutdown(immediate=True) is made by the observer (a sync handle) instead
-    "aio_drain",
-    # (new) an item let into the list from behind its utube key (its predecessor acknowledged,
-    #     expired, deleted, dead-lettered) does not count in :not_full (nor against the bound):
-    #     the :not_full check of helpers.assert_invariants is skipped after one, until the next
-    #     put or get sets it again
-    "utube_permit",
-}
-if os.environ.get("PRESSURE_MODEL_KNOWN") is not None:  # e.g. "" to check everything
-    KNOWN = {flag for flag in os.environ["PRESSURE_MODEL_KNOWN"].split(",") if flag}
 
 _STORAGE = Path(__file__).resolve().parent.parent / ".hypothesis"
 if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
@@ -173,9 +137,6 @@ class ModelMachine(RuleBasedStateMachine):
         self.unmoved: list[Task] = []  # due items the model moved in, the server at its next put/get
         self.finished: list[Any] = []  # deliveries settled: settling again is False
         self.owing: dict[int, int] = {}  # default-mode handles: items got, task_done() not yet called
-        self.made = 0
-        self.stale_permit = False  # KNOWN kick_permit
-        self.let_in = 0  # KNOWN utube_permit: the model's let_in when :not_full was last set
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -207,11 +168,7 @@ class ModelMachine(RuleBasedStateMachine):
         return [h for h in self.handles if h.reliable]
 
     def item(self, choice: int) -> Any:
-        value = POOL[choice % len(POOL)]
-        if "shared_identity" in KNOWN:
-            self.made += 1
-            return (self.made, value)
-        return value
+        return POOL[choice % len(POOL)]
 
     @initialize(maxsize=st.sampled_from([0, 0, 2, 3, 5]),
                 first=st.booleans(),
@@ -223,7 +180,7 @@ class ModelMachine(RuleBasedStateMachine):
                dead_expired: bool) -> None:
         """Handle 0 (sync, reliable or not) creates the queue; up to two more attach, sync or
         pressure.aio; an observer (a default-mode sync handle) reads what aio handles cannot."""
-        self.m = Model(max_deliveries=max_deliveries, bound=maxsize, ack_counts="ack_join" not in KNOWN)
+        self.m = Model(max_deliveries=max_deliveries, bound=maxsize, )
         for i, (kind, reliable) in enumerate([("sync", first), *modes]):
             cid = f"h{i}.{self.prefix}"
             kw: dict[str, Any] = {"client_id": cid, "reliable": reliable, "max_deliveries": max_deliveries}
@@ -264,8 +221,6 @@ class ModelMachine(RuleBasedStateMachine):
     def moved(self) -> None:
         """A put or get script ran: it moved in what was due (and set :not_full)."""
         self.unmoved = []
-        self.stale_permit = False
-        self.let_in = self.m.let_in
 
     # -- producers -----------------------------------------------------------------------
 
@@ -335,15 +290,8 @@ class ModelMachine(RuleBasedStateMachine):
 
     # -- consumers -----------------------------------------------------------------------
 
-    def may_block(self, h: Handle) -> bool:
-        return not (h.reliable and "receive_held" in KNOWN and self.m.held_by(h.index))
-
     def get_outcome(self, h: Handle) -> Outcome:
-        outcome = self.m.get_outcome(h.index)
-        if (outcome is Outcome.SHUTDOWN and "own_utube_drain" in KNOWN
-                and self.m.current):
-            return Outcome.EMPTY
-        return outcome
+        return self.m.get_outcome(h.index)
 
     def expect_failure(self, h: Handle, call: Callable[[], Any]) -> None:
         outcome = self.get_outcome(h)
@@ -366,8 +314,6 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE, block=BLOCK)
     def get(self, i: int, block: str) -> None:
         h = self.h(i)
-        if block == "timeout" and not self.may_block(h):
-            block = "nowait"
         call = (lambda: h.q.get(block=False)) if block == "nowait" else (lambda: h.q.get(timeout=WAIT))
         self.moved()
         if self.get_outcome(h) is not Outcome.OK:
@@ -384,8 +330,6 @@ class ModelMachine(RuleBasedStateMachine):
     def receive(self, i: int, block: str) -> None:
         rel = self.reliable_handles()
         h = rel[i % len(rel)]
-        if block == "timeout" and not self.may_block(h):
-            block = "nowait"
         call = ((lambda: h.q.receive(block=False)) if block == "nowait"
                 else (lambda: h.q.receive(timeout=WAIT)))
         self.moved()
@@ -403,8 +347,6 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE, n=st.integers(min_value=1, max_value=4), block=BLOCK)
     def get_many(self, i: int, n: int, block: str) -> None:
         h = self.h(i)
-        if block == "timeout" and not self.may_block(h):
-            block = "nowait"
         call = ((lambda: h.q.get_many(n, block=False)) if block == "nowait"
                 else (lambda: h.q.get_many(n, timeout=WAIT)))
         self.moved()
@@ -433,8 +375,7 @@ class ModelMachine(RuleBasedStateMachine):
         if h.aio:
             self.eventually(lambda: self.observer.statistics().taken, self.m.taken(), "taken")
             return
-        if "own_stats_flush" not in KNOWN:  # the handle's own view counts its own get at once
-            assert self.run(h.q.statistics).taken == self.m.taken()
+        assert self.run(h.q.statistics).taken == self.m.taken()  # its own get, at once
         self.run(h.q.in_flight)  # (it sends what the handle posted first)
 
     @precondition(lambda self: self.subprocesses < 2)
@@ -462,12 +403,15 @@ class ModelMachine(RuleBasedStateMachine):
         assert got == expected
         holds = self.m.held_by(index)
         for o in holds[:acks]:
-            self.m.ack(o, count=self.m.ack_counts)
+            self.m.ack(o, )
         left = self.m.held_by(index)
         assert self.observer is not None
         report = self.run(self.observer.repair)
-        if left:  # (a dead consumer's record is taken back even when it held nothing)
-            assert any(c == cid or c.startswith(cid + "#") for c in report.recovered), report
+        mine = [c for c in report.recovered if c == cid or c.startswith(cid + "#")]
+        if end == "exit":  # a clean exit: it left, giving back what it held, and is no death
+            assert mine == [], report
+        elif left:  # (a dead consumer's record is taken back even when it held nothing)
+            assert mine, report
         self.m.recover(left)
 
     # -- settling deliveries ---------------------------------------------------------------
@@ -486,7 +430,7 @@ class ModelMachine(RuleBasedStateMachine):
             how = "ack"  # (an AsyncDelivery has ack, release and touch only)
         if how == "ack":
             assert self.run(d.ack) is True
-            self.m.ack(o, count=self.m.ack_counts)
+            self.m.ack(o, )
         elif how == "release":
             assert self.run(d.release) is True
             self.m.release(o)
@@ -585,19 +529,35 @@ class ModelMachine(RuleBasedStateMachine):
         items' expiry times move back by as much on the server."""
         shift = int(STEP * 1000)
         k = self.h(0).q.keys
-        delayed, meta = k.delayed, k.meta
-        for member, score in self.r.zrange(delayed, 0, -1, withscores=True):
-            self.r.zadd(delayed, {member: score - shift})
-        for field, raw in self.r.hgetall(meta).items():
-            at, rest = raw.split(b"|", 1)
-            if at:
-                self.r.hset(meta, field, b"%d|%s" % (int(at) - shift, rest))
+        r = self.r
+
+        def earlier(raw: bytes) -> bytes:
+            # a copy's state (lib.lua state_of): '<count>|<expires at>|<ttr>|<d>|<key>'
+            parts = raw.split(b"|", 4)
+            if len(parts) == 5 and parts[1]:
+                parts[1] = b"%d" % (int(parts[1]) - shift)
+            return b"|".join(parts)
+
+        def shift_list(key: bytes | str) -> None:
+            for i, raw in enumerate(r.lrange(key, 0, -1)):
+                r.lset(key, i, earlier(raw))
+
+        for member, score in r.zrange(k.delayed, 0, -1, withscores=True):
+            r.zadd(k.delayed, {member: score - shift})
+        for field, raw in r.hgetall(k.meta).items():  # taken and delayed copies' states
+            r.hset(k.meta, field, earlier(raw))
+        for field, raw in r.hgetall(k.redeliveries).items():  # queued copies' states
+            if raw.startswith(b"#"):
+                shift_list(f"{k.redeliveries}:{field.decode()}")
+            else:
+                r.hset(k.redeliveries, field, earlier(raw))
+        for key in r.scan_iter(match=f"{k.utube}_meta:*"):  # those waiting behind their key
+            shift_list(key)
         self.unmoved += self.m.advance(STEP)
 
     @precondition(lambda self: bool(self.m.dead))
     @rule(i=HANDLE, n=st.one_of(st.none(), st.integers(min_value=0, max_value=3)))
     def kick(self, i: int, n: int | None) -> None:
-        self.stale_permit = self.stale_permit or bool(self.m.delayed)
         expected = self.m.kick(n)
         assert self.run(lambda: self.sync(i).kick(n)) == expected
 
@@ -626,8 +586,6 @@ class ModelMachine(RuleBasedStateMachine):
         deliveries = holder.deliveries if holder else next(
             (d.deliveries for d in self.m.dead if d.task is t), t.deliveries)
         info = self.run(lambda: (q.delete_item if delete else q.peek_item)(t.task_id))
-        if "due_counts" in KNOWN and t in self.unmoved:
-            state = "delayed"  # (due, the server has not moved it in yet)
         assert info is not None and (info.state, info.item) == (state, t.item), (info, state, t)
         if state in ("taken", "buried"):
             assert info.deliveries == deliveries
@@ -642,8 +600,6 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE, immediate=st.booleans())
     def shutdown(self, i: int, immediate: bool) -> None:
         q = self.h(i).q
-        if immediate and self.h(i).aio and "aio_drain" in KNOWN:
-            q = self.observer
         self.run(lambda: q.shutdown(immediate=immediate))
         self.m.shutdown(immediate)
         if immediate:
@@ -660,19 +616,9 @@ class ModelMachine(RuleBasedStateMachine):
         h = self.handles[self.steps % len(self.handles)]
         q = h.q
         assert self.observer is not None
-        try:
-            assert_invariants(self.r, self.observer)
-        except AssertionError as exc:
-            stale = (("kick_permit" in KNOWN and self.stale_permit)
-                     or ("utube_permit" in KNOWN and self.m.let_in != self.let_in))
-            if not (stale and str(exc).startswith(":not_full")):
-                raise
+        assert_invariants(self.r, self.observer)
         size, empty, full = self.run(lambda: (q.qsize(), q.empty(), q.full()))
-        known = "due_counts" in KNOWN
-        if not (known and (self.pending() or any(m.is_expired(t) for t in m.ready))):
-            assert (size, empty) == (m.qsize(), m.qsize() == 0)
-        if not (known and (self.pending() or m.delayed)):
-            assert full == m.is_full()
+        assert (size, empty, full) == (m.qsize(), m.qsize() == 0, m.is_full())
         if h.aio:  # (the rest is what an AsyncQueue does not show: README, asyncio)
             q = self.observer
         assert self.run(lambda: q.unfinished_tasks) == self.unfinished()
@@ -695,13 +641,15 @@ class ModelMachine(RuleBasedStateMachine):
             self.cli_and_metrics_agree()
 
     def consumed(self) -> tuple[int, int]:
-        m = self.m
-        if "expired_consumed" in KNOWN:
-            return m.consumed - m.expired_dead, m.consumed_bytes - m.expired_dead_bytes
-        return m.consumed, m.consumed_bytes
+        return self.m.consumed, self.m.consumed_bytes
 
     def redelivered(self) -> int:
-        return sum(1 for t in list(self.m.ready) + self.m.delayed if t.deliveries > 0)
+        """Queued copies with a state of their own (given back, kicked, or put with a ttl, ttr
+        or key): what the views call redelivered. Due items the server has not moved in yet
+        keep theirs with the delayed items."""
+        unmoved = {id(t) for t in self.unmoved}
+        return sum(1 for t in self.m.ready if id(t) not in unmoved and (
+            t.deliveries > 0 or t.kicked or t.expires_at is not None or t.ttr is not None or t.key is not None))
 
     def cli_and_metrics_agree(self) -> None:
         m = self.m
@@ -711,9 +659,6 @@ class ModelMachine(RuleBasedStateMachine):
         (row,) = json.loads(out.stdout)
         figures = {"size": m.qsize(), "bound": m.bound, "closed": m.closed, "dead_letters": len(m.dead),
                    "produced": m.produced, "consumed": self.consumed()[0], "redelivered": self.redelivered()}
-        if "redeliveries_leak" in KNOWN:
-            assert row["redelivered"] >= figures["redelivered"], row
-            figures["redelivered"] = row["redelivered"]
         assert {k: row[k] for k in figures} == figures, row
         self.in_flight_agrees(row["in_flight"], "ls")
         out = CliRunner().invoke(pressure_cli, [*base, "stat", "q", "--interval", "0", "--json"])
@@ -735,17 +680,11 @@ class ModelMachine(RuleBasedStateMachine):
                     samples[family.name.removeprefix("pressure_queue_")] = sample.value
         expected = {"size": m.qsize(), "bound": m.bound, "closed": float(m.closed), "produced": m.produced,
                     "consumed": self.consumed()[0], "dead_letters": len(m.dead), "redelivered": self.redelivered()}
-        if "redeliveries_leak" in KNOWN:
-            assert samples["redelivered"] >= expected["redelivered"], samples
-            expected["redelivered"] = samples["redelivered"]
         assert {k: samples[k] for k in expected} == expected, samples
         self.in_flight_agrees(int(samples["in_flight"]), "metrics")
 
     def in_flight_agrees(self, shown: int, where: str) -> None:
-        if "inflight_marker" in KNOWN:
-            assert shown >= self.m.taken(), (where, shown, self.m.taken())
-        else:
-            assert shown == self.m.taken(), (where, shown, self.m.taken())
+        assert shown == self.m.taken(), (where, shown, self.m.taken())
 
 
 @pytest.mark.timeout(900)  # a passing run takes under a minute; shrinking a failure, minutes

@@ -41,7 +41,7 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import ACK, CREATE, GET, PUT
+from .._scripts import ACK, CLOSE, CREATE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
 from .._consumer_state import OWING_MOST
@@ -128,8 +128,6 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._cid = f"{self._client_id}#{uuid.uuid4().hex[:8]}"
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND
         self._get_keys = GET.keys(k)
-        self._info_keys = (k.base, k.bound, k.closed, k.delayed, k.meta, k.utube)
-        self._task_keys = (k.bound, k.produced_messages, k.tasks_done, k.all_tasks_done)
         self._put_command = PUT.command(k, variant=self._variant)
         self._get_command = GET.command(k, variant=self._variant)
         self._get_many_command = GET.command(k, variant=self._variant, more=1)  # ARGV[7]: how many
@@ -213,6 +211,17 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         await self.open()
         return await self._link.run(script + self._variant, keys, args, mutating=mutating)
 
+    async def _call(self, script: QueueScript, *args: Any, call_keys: tuple[str, ...] = (),
+                    mutating: bool = True) -> Any:
+        """Run one of this kind of queue's scripts through its binding (pressure/_scripts.py),
+        as ``pressure.Queue._call`` does: its fixed KEYS from the queue's keys, then
+        ``call_keys``; ``args`` in the order of its ARGV (checked)."""
+        if len(call_keys) != len(script.call_keys):
+            raise TypeError(f"script {script.name} takes {len(script.call_keys)} keys per call, "
+                            f"not {len(call_keys)}")
+        return await self._run(script.name, (*script.keys(self._keys), *call_keys), script.check(args),
+                               mutating=mutating)
+
     async def open(self) -> AsyncQueue[T]:
         """Create the queue if it does not exist, else attach to it (QueueExistsError if
         ``maxsize`` was given and differs, or the queue is of another kind). Idempotent."""
@@ -255,10 +264,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         if forget:
             k = self._keys
             try:
-                await self._link.run("forget" + self._variant, (
-                    k.bound, k.producer_free, k.consumer_free, k.waiter, k.consumers,
-                    *(key for key in k.extension_keys() if key not in (k.waiter, k.consumers))),
-                    (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs))
+                await self._link.run(FORGET.name + self._variant, FORGET.keys(k), FORGET.check(
+                    (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)))
             except PressureError:
                 pass
         return QueueDoesNotExist(f"queue {self._name!r} does not exist")
@@ -302,8 +309,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     async def _info(self, most: int | None = 1) -> tuple[int, int, int, bool, int]:
         """(exists, ready, bound, closed, held), as ``pressure.Queue._info`` reads them."""
-        exists, ready, bound, closed, held = await self._run("info", self._info_keys,
-                                                             ("" if most is None else most,), mutating=False)
+        exists, ready, bound, closed, held = await self._call(INFO, "" if most is None else most, mutating=False)
         if not exists:
             raise await self._missing(forget=False)
         return exists, ready, self._parse_bound(bound), bool(closed), held
@@ -376,8 +382,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     async def _count_done(self) -> None:
         """Count one task done (ack.lua '-'), waiting for the reply."""
-        k = self._keys
-        _, unfinished = await self._run("ack", (*ACK.keys(k), k.inflight(self._cid)), ("-", "1"))
+        _, unfinished = await self._call(ACK, "-", "1", call_keys=(self._keys.inflight(self._cid),))
         if unfinished == -1:
             raise ValueError("task_done() called too many times")
         if unfinished == _NO_QUEUE:
@@ -406,7 +411,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         await self._settle_owed(True)  # this handle's own task_done()s first
         stream = self._keys.all_tasks_done
         while True:
-            unfinished, last = await self._run("join_check", self._task_keys, (), mutating=False)
+            unfinished, last = await self._call(JOIN_CHECK, mutating=False)
             if unfinished == _NO_QUEUE:
                 raise await self._missing(forget=False)
             if unfinished <= 0:
@@ -421,9 +426,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         puts raise ShutDown, gets drain what is left, then raise ShutDown."""
         k = self._keys
         while True:
-            result = await self._run("close", (k.bound, k.producer_free, k.producer, k.closed, k.not_full,
-                                               k.consumer_free, k.waiter, k.lease),
-                                     (self._client_id, k.inbox_prefix))
+            result = await self._call(CLOSE, self._client_id, k.inbox_prefix)
             if result == _NO_QUEUE:
                 raise await self._missing()
             if result != _BUSY:
@@ -436,11 +439,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         await self.close()
         if not immediate:
             return
-        k = self._keys
-        keys = (k.base, k.bound, k.consumer_free, k.consumer, k.not_full, k.produced_messages,
-                k.tasks_done, k.discarded, k.all_tasks_done)
         while True:
-            result = await self._run("drain", keys, (self._client_id,))
+            result = await self._call(DRAIN, self._client_id)
             if result == _NO_QUEUE:
                 raise await self._missing()
             if result != _BUSY:

@@ -55,7 +55,7 @@ class QueueRow:
     in_flight: int
     dead_letters: int
     #: items waiting in the queue with a state of their own: given back after a delivery, kicked, or
-    #: put with a ttl, ttr or key (:pressure:redeliveries; identical copies count once)
+    #: put with a ttl, ttr or key (stats.lua: each of identical copies counts)
     redelivered: int
     produced: int
     consumed: int
@@ -195,15 +195,15 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
         k = ref.keys(prefix)
         b = k.base  # every key of a queue is in its base's slot
         calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
-                  (b, "exists", (k.closed,)), (b, "hlen", (k.redeliveries,)),
+                  (b, "exists", (k.closed,)),
                   # the size as qsize() counts it, and what every view counts as statistics() does
                   _script_call(STATS, ref, k, k.inbox_prefix, k.inflight_prefix, k.held_prefix)]
     replies = iter(_pipelined(backend, calls, "queue figures", transaction=True))
     now = time.monotonic()
     rows = []
     for ref in refs:
-        (bound, produced, consumed), closed, redelivered = next(replies), next(replies), next(replies)
-        size, _, in_flight, dead, consumers, unfinished, *_ = next(replies)
+        (bound, produced, consumed), closed = next(replies), next(replies)
+        size, _, in_flight, dead, consumers, unfinished, redelivered, *_ = next(replies)
         if bound is None:
             continue  # deleted since it was found
         rows.append(QueueRow(ref.name, ref.kind, size, _int(bound), bool(closed), consumers, in_flight,

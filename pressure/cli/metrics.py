@@ -10,7 +10,7 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
   ``pressure_queue_in_flight``, ``pressure_queue_consumers``,
   ``pressure_queue_dead_letters``, ``pressure_queue_unfinished_tasks``,
   ``pressure_queue_redelivered`` (items waiting in the queue with a state of their own: given
-  back after a delivery, kicked, or put with a ttl, ttr or key; identical copies count once);
+  back after a delivery, kicked, or put with a ttl, ttr or key; each of identical copies counts);
   in flight, consumers, dead letters and unfinished tasks are counted as
   ``Queue.statistics()`` counts them (``taken``, ``consumers``, ``dead_letters``,
   ``unfinished_tasks``: lua/stats.lua);

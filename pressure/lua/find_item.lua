@@ -91,15 +91,19 @@ for _, item in ipairs(items_all(items_key)) do
     return {'ready', items_payload(item), 0, '', ''}
   end
 end
--- delayed
-for _, member in ipairs(redis.call('ZRANGE', delayed, '0', '-1')) do
+-- delayed: 'ready' once due, as qsize() counts it (lib.lua queue_counts), moved in or not
+local delayed_items, now = redis.call('ZRANGE', delayed, '0', '-1', 'WITHSCORES'), now_ms()
+for i = 1, #delayed_items, 2 do
+  local member = delayed_items[i]
   local item = string.sub(member, 17)
   if matches(item) then
     if deleting then
       redis.call('ZREM', delayed, member)
       deleted(kept_state('z' .. string.sub(member, 1, 16)), true, true)
     end
-    return {'delayed', items_payload(item), 0, '', ''}
+    local state = 'delayed'
+    if tonumber(delayed_items[i + 1]) <= now then state = 'ready' end
+    return {state, items_payload(item), 0, '', ''}
   end
 end
 -- buried: the dead letters

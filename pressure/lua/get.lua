@@ -45,7 +45,8 @@
 --              the visibility timeout (reliable, mode 'r') or lease (default, mode 'd')),
 --            :pressure:redeliveries and the lists named after it (the states of queued copies:
 --              deliveries so far, ttl, ttr, utube key; lib.lua state_of, copies_take; dropped
---              when a get finds the queue empty: what a spec client took left them behind),
+--              when a get finds or leaves the queue empty: what a spec client took left them
+--              behind),
 --            :pressure:delivery_seq,
 --            :pressure:delayed (delayed items by due time: those due move into the items
 --              first, as far as the bound allows; see lib.lua move_due),
@@ -398,7 +399,10 @@ if len > 0 and has_state then
   local want = 1
   if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
   taken, states = take_live(want, now_ms())
-  len = items_len(items_key) + #taken
+  local left = items_len(items_key)
+  -- none queued now: what states are left are those of copies a spec client took (as above)
+  if left == 0 then copies_forget(redeliveries) end
+  len = left + #taken
   -- an item let in from behind its utube key may have changed it (lib.lua utube_done)
   permits = redis.call('LLEN', not_full)
 end

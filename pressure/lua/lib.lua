@@ -337,6 +337,17 @@ local function copies_take(copies, digest)
   return state_of(raw)
 end
 
+-- How many queued copies have a state of their own (`len`: how many copies are queued): every
+-- state kept, each of identical copies' too, at most `len` (a spec client's take leaves its
+-- copy's state to the next one until a get finds or leaves the queue empty: none counts then).
+local function copies_count(copies, len)
+  if len == 0 then return 0 end
+  local n = 0
+  local flat = redis.call('HGETALL', copies)
+  for i = 2, #flat, 2 do n = n + (tonumber(string.match(flat[i], '^#(%d+)$')) or 1) end
+  return math.min(n, len)
+end
+
 -- Drop every queued copy's state (the queue's list is gone or emptied); returns how many
 -- keys were deleted.
 local function copies_forget(copies)

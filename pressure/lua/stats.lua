@@ -10,23 +10,27 @@
 -- KEYS[7] - :pressure:utube (the lists of items waiting behind a utube key are named from it)
 -- KEYS[8] - :stats:produced_messages
 -- KEYS[9] - :pressure:tasks_done
+-- KEYS[10] - :pressure:redeliveries (the states of queued copies; lib.lua copies_push)
 -- ARGV[1] - inbox key prefix (:pressure:inbox:)
 -- ARGV[2] - in-flight key prefix (:pressure:inflight:)
 -- ARGV[3] - held-batch key prefix (:pressure:held:)
--- return {ready, delayed, taken, buried, consumers, unfinished, counter name, value, ...}: ready
+-- return {ready, delayed, taken, buried, consumers, unfinished, redelivered, counter name, value,
+-- ...}: ready
 -- and delayed as the gets would find them now (lib.lua queue_counts: due items are ready, not
 -- delayed; items past their ttl are neither, and counted in 'expired' at once, as a get drops
 -- them); taken counts every item a consumer holds (lib.lua items_held), consumers the registered
 -- consumers (those with a record in KEYS[4]: from their first get until they leave, or are
--- found dead and their items taken back), unfinished the tasks not done (lib.lua unfinished_of)
+-- found dead and their items taken back), unfinished the tasks not done (lib.lua unfinished_of),
+-- redelivered the queued copies with a state of their own (lib.lua copies_count)
 local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
 local consumers, counts_key, meta, utube = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local produced_messages, tasks_done = KEYS[8], KEYS[9]
+local produced_messages, tasks_done, copies = KEYS[8], KEYS[9], KEYS[10]
 local inbox_prefix, inflight_prefix, held_prefix = ARGV[1], ARGV[2], ARGV[3]
 local taken, registered = items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
 local ready, waiting, expired = queue_counts(items_key, delayed, meta, utube, nil, items_len, items_range)
 local result = {ready, waiting, taken, redis.call('LLEN', dead_letters),
-                registered, unfinished_of(counter(produced_messages), counter(tasks_done))}
+                registered, unfinished_of(counter(produced_messages), counter(tasks_done)),
+                copies_count(copies, items_len(items_key))}
 local flat = redis.call('HGETALL', counts_key)
 for i = 1, #flat, 2 do
   local name, value = flat[i], flat[i + 1]
