@@ -289,6 +289,9 @@ class Lifecycle(Generic[T]):
                            "confirmed (their items are redelivered): %s", self._name, exc, queue=self._name,
                            key=self._keys.base, error=str(exc))
         self._leave()
+        if self._options.reliable:  # what it held went back: none of it is its to settle now
+            consumer.unacked.clear()
+            consumer.holding.clear()
         self._backend.disconnect()
 
     def _leave(self) -> None:

@@ -136,6 +136,7 @@ class ModelMachine(RuleBasedStateMachine):
         self.steps = 0
         self.unmoved: list[Task] = []  # due items the model moved in, the server at its next put/get
         self.finished: list[Any] = []  # deliveries settled: settling again is False
+        self.unique = 0  # items made unique (item())
         self.owing: dict[int, int] = {}  # default-mode handles: items got, task_done() not yet called
 
     # -- plumbing ------------------------------------------------------------------------
@@ -167,8 +168,17 @@ class ModelMachine(RuleBasedStateMachine):
     def reliable_handles(self) -> list[Handle]:
         return [h for h in self.handles if h.reliable]
 
-    def item(self, choice: int) -> Any:
-        return POOL[choice % len(POOL)]
+    def item(self, choice: int, stated: bool = False) -> Any:
+        """An item of the pool: identical payloads come up often. One put with a state of its
+        own at the queue's tail (``stated``: a delay, ttl or key) is made unique: identical
+        queued copies cannot be told apart in the protocol's list, so such a state goes to the
+        first copy out, a documented difference (README, Identical copies) that
+        tests/test_duplicates.py pins; the model keeps a state with its task."""
+        value = POOL[choice % len(POOL)]
+        if stated:
+            self.unique += 1
+            return (self.unique, value)
+        return value
 
     @initialize(maxsize=st.sampled_from([0, 0, 2, 3, 5]),
                 first=st.booleans(),
@@ -233,9 +243,9 @@ class ModelMachine(RuleBasedStateMachine):
     def put(self, i: int, choice: int, block: str, delay: float | None, ttl: float | None,
             key: str | None) -> None:
         h = self.h(i)
-        item = self.item(choice)
         if h.aio:  # (pressure.aio puts take no lifecycle arguments: README)
             delay = ttl = key = None
+        item = self.item(choice, bool(delay or ttl or key))
         kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
@@ -260,9 +270,9 @@ class ModelMachine(RuleBasedStateMachine):
     def put_many(self, i: int, choices: list[int], block: str, delay: float | None,
                  ttl: float | None, key: str | None) -> None:
         h = self.h(i)
-        items = [self.item(c) for c in choices]
         if h.aio:
             delay = ttl = key = None
+        items = [self.item(c, bool(delay or ttl or key)) for c in choices]
         kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
@@ -403,7 +413,7 @@ class ModelMachine(RuleBasedStateMachine):
         assert got == expected
         holds = self.m.held_by(index)
         for o in holds[:acks]:
-            self.m.ack(o, )
+            self.m.ack(o)
         left = self.m.held_by(index)
         assert self.observer is not None
         report = self.run(self.observer.repair)
@@ -430,9 +440,12 @@ class ModelMachine(RuleBasedStateMachine):
             how = "ack"  # (an AsyncDelivery has ack, release and touch only)
         if how == "ack":
             assert self.run(d.ack) is True
-            self.m.ack(o, )
+            self.m.ack(o)
         elif how == "release":
             assert self.run(d.release) is True
+            self.m.release(o)
+        elif how == "release_later" and self.shares_bytes(o.task):
+            assert self.run(d.release) is True  # (later, due at the tail: see item())
             self.m.release(o)
         elif how == "release_later":
             assert self.run(lambda: d.release(delay=SOON)) is True
@@ -517,9 +530,15 @@ class ModelMachine(RuleBasedStateMachine):
 
     @rule(i=HANDLE)
     def disconnect(self, i: int) -> None:
-        """A handle closes its connections (README: not the queue): what it holds stays in
-        flight, its own to settle, and it reconnects when used again."""
-        self.run(self.h(i).q.disconnect)
+        """A handle closes its connections (README: not the queue): its consumer leaves, what
+        it held and did not acknowledge goes back at once, to the head, in order, with its
+        delivery count (as at a death: past max_deliveries, to the dead letters); settling it
+        later finds nothing. It reconnects when used again."""
+        h = self.h(i)
+        self.run(h.q.disconnect)
+        holds = self.m.held_by(h.index)
+        self.finished += [o.delivery for o in holds if o.delivery is not None]
+        self.m.recover(holds)
 
     # -- the lifecycle -------------------------------------------------------------------
 
@@ -565,6 +584,11 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE)
     def purge_dead(self, i: int) -> None:
         assert self.run(self.sync(i).purge_dead) == self.m.purge_dead()
+
+    def shares_bytes(self, t: Task) -> bool:
+        """Whether another task the queue holds has ``t``'s bytes."""
+        every = list(self.m.all_tasks()) + [w for behind in self.m.waiting.values() for w in behind]
+        return sum(1 for other in every if other is not t and other.item == t.item) > 0
 
     def known_tasks(self) -> list[Task]:
         """Tasks whose task id the library gave, and whose bytes no other task shares."""

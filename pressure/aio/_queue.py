@@ -456,6 +456,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
             await self._settle_owed(True)              # those that did not run sent again
         # the consumer leaves: what it holds goes back at once (see Departure; never raises)
         await asyncio.to_thread(self._departure.leave)
+        self._unacked.clear()  # what it held went back: none of it is its to settle now
+        self._holding.clear()
         await self._link.close()
         conn, self._conn.conn = self._conn.conn, None
         if conn is not None:
