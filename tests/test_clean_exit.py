@@ -275,3 +275,41 @@ def test_executor_workers_that_stop_leave(url: str, prefix: str, r: redis.Redis,
         q._roles.sweep()
         q.disconnect()
     assert _recovered(caplog) == []
+
+
+def test_a_reliable_handle_disconnected_holds_nothing_it_gave_back(make_queue: Any) -> None:
+    """disconnect() gives back what the handle held: none of it is the handle's to settle any
+    more (task_done() has nothing to acknowledge, a Delivery's ack() finds nothing), and the
+    items come out again, once each, with their delivery counts."""
+    q = make_queue(reliable=True)
+    q.put_many(["a", "b"])
+    assert q.get() == "a"
+    d = q.receive()
+    q.disconnect()
+    with pytest.raises(ValueError, match="task_done\\(\\) called too many times"):
+        q.task_done()
+    assert d.ack() is False
+    again = [q.receive(block=False), q.receive(block=False)]
+    assert [(x.item, x.deliveries) for x in again] == [("a", 2), ("b", 2)]
+    assert [x.ack() for x in again] == [True, True]
+    assert q.unfinished_tasks == 0 and q.qsize() == 0
+
+
+def test_an_async_handle_disconnected_holds_nothing_it_gave_back(url: str, prefix: str) -> None:
+    import asyncio
+
+    from pressure.aio import AsyncQueue
+
+    async def main() -> None:
+        q: AsyncQueue[str] = AsyncQueue("aq", url=url, prefix=prefix, reliable=True)
+        await q.put("a")
+        assert await q.get() == "a"
+        await q.disconnect()
+        with pytest.raises(ValueError, match="task_done\\(\\) called too many times"):
+            await q.task_done()
+        d = await q.receive(block=False)
+        assert (d.item, d.deliveries) == ("a", 2)
+        assert await d.ack() is True
+        await q.disconnect()
+
+    asyncio.run(main())

@@ -260,3 +260,18 @@ def test_the_command_line_counts_the_size_as_qsize(url: str, prefix: str) -> Non
     assert rows["cli-fifo"].size == f.qsize() == 1
     q.delete()
     f.delete()
+
+
+def test_peek_item_calls_a_due_item_ready_as_qsize_counts_it(make_queue: Any) -> None:
+    """A delayed item is ready once due, whether or not a put or get has moved it in yet:
+    peek_item() says so, as qsize() counts it."""
+    import hashlib
+
+    q = make_queue(serializer="bytes")
+    q.put(b"later", delay=0.2)
+    task_id = hashlib.sha1(b"later").hexdigest()
+    assert q.peek_item(task_id).state == "delayed"
+    time.sleep(0.3)
+    assert q.qsize() == 1
+    assert q.peek_item(task_id).state == "ready"
+    assert q.get_nowait() == b"later"
