@@ -60,9 +60,6 @@ from .helpers import assert_invariants
 from .model_handles import AsyncDeliveryOf, SyncOfAsync, run_consumer
 from .model_reference import Hold, Model, Outcome, Task
 
-#: Known defects whose fixes have not landed: each flag disables the checks named beside it,
-#: no other. A flag goes once its fix lands.
-
 _STORAGE = Path(__file__).resolve().parent.parent / ".hypothesis"
 if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
     set_hypothesis_home_dir(_STORAGE)
