@@ -40,7 +40,8 @@ from . import serializers
 from .queue import Queue as _PressureQueue
 from .signing import Authkey
 
-_OWN = ["Queue", "JoinableQueue", "SimpleQueue", "Context", "get_context"]
+_OWN = ["Queue", "JoinableQueue", "SimpleQueue", "Context", "DefaultContext", "ForkContext", "ForkServerContext",
+        "SpawnContext", "get_context"]
 __all__ = _OWN + sorted(set(_mp.__all__) - set(_OWN))
 
 T = TypeVar("T")

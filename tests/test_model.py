@@ -481,9 +481,8 @@ class ModelMachine(RuleBasedStateMachine):
             exc = self.raises(ValueError, h.q.task_done)
             assert str(exc) == "task_done() called too many times"
             return
-        if self.unfinished() == 0:
-            if hold is not None:
-                self.m.ack(hold, count=False)
+        # (a reliable one acknowledges its delivery, never refused: the count stops at the puts)
+        if self.unfinished() == 0 and hold is None:
 
             def too_many() -> None:
                 h.q.task_done()
