@@ -41,6 +41,14 @@ def server() -> Iterator[RedisServer]:
         yield srv
 
 
+def _refusals(admin: redis.Redis) -> list[dict[str, object]]:
+    """The ACL LOG's entries, less redis-py's own connection handshake: CLIENT SETINFO (Redis
+    7.2+, Valkey), which redis-py sends on each new connection and whose refusal it ignores;
+    the README says to allow it there (Redis 7.0 has no such subcommand, and refuses a rule
+    that names it)."""
+    return [e for e in admin.acl_log() if e["object"] != "client|setinfo"]
+
+
 def test_the_readme_rule_runs_everything(server: RedisServer, prefix: str) -> None:
     """Every kind of call, and not one refusal in the server's ACL LOG (a refused command
     whose failure pressure absorbs, as a posted one's, shows only there)."""
@@ -48,7 +56,7 @@ def test_the_readme_rule_runs_everything(server: RedisServer, prefix: str) -> No
     admin.acl_log_reset()
     user = _user(admin, prefix)
     acl_workload.run(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix)
-    assert admin.acl_log() == []
+    assert _refusals(admin) == []
     admin.close()
 
 
@@ -67,7 +75,7 @@ def test_each_command_of_the_rule_is_needed(server: RedisServer, prefix: str, co
         acl_workload.run(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix)
     except pressure.PermissionDenied:
         pass
-    refused = {e["object"] for e in admin.acl_log() if e["reason"] == "command"}
+    refused = {e["object"] for e in _refusals(admin) if e["reason"] == "command"}
     assert refused == {command}, refused
     admin.close()
 
