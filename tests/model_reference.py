@@ -352,7 +352,7 @@ class Model:
         """What a dead consumer held returns to the head, in its original order, with its
         delivery count (past max_deliveries: to the dead letters)."""
         back = []
-        for o in holds:
+        for o in reversed(holds):  # newest first, as requeue.lua takes them back
             self.held.remove(o)
             if self.max_deliveries and o.deliveries >= self.max_deliveries:
                 self.dead.append(Dead(o.task, o.deliveries, "deliveries"))
@@ -363,7 +363,7 @@ class Model:
                 self.consumed -= 1
                 self.consumed_bytes -= o.task.size
                 back.append(o.task)
-        self.ready.extendleft(reversed(back))
+        self.ready.extendleft(back)  # (the oldest ends up next out)
 
     # -- tasks by id ---------------------------------------------------------------------
 

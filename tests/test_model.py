@@ -134,6 +134,10 @@ class ModelMachine(RuleBasedStateMachine):
         self.unmoved: list[Task] = []  # due items the model moved in, the server at its next put/get
         self.finished: list[Any] = []  # deliveries settled: settling again is False
         self.unique = 0  # items made unique (item())
+        #: reliable handles' deliveries of get()/get_many() that task_done() settles, oldest
+        #: first; ``deleted``: those delete_item() removed (task_done() then settles nothing)
+        self.line: list[Hold] = []
+        self.deleted: list[Hold] = []
         self.owing: dict[int, int] = {}  # default-mode handles: items got, task_done() not yet called
 
     # -- plumbing ------------------------------------------------------------------------
@@ -314,6 +318,8 @@ class ModelMachine(RuleBasedStateMachine):
         t, deliveries = got
         if h.reliable:
             self.m.held.append(Hold(t, deliveries, h.index, via_get, delivery))
+            if via_get:
+                self.line.append(self.m.held[-1])
         else:
             self.owing[h.index] += 1
         return t
@@ -470,9 +476,14 @@ class ModelMachine(RuleBasedStateMachine):
         posted = False
         hold = None
         if h.reliable:
-            gets = [o for o in self.m.held_by(h.index) if o.via_get]
+            gets = [o for o in self.line if o.handle == h.index]
+            if gets and any(o is gets[0] for o in self.deleted):  # its delivery is gone:
+                self.line.remove(gets[0])                         # acknowledged, nothing counted
+                self.run(h.q.task_done)
+                return
             if gets:  # it acknowledges the oldest item this handle got, even if it then raises
                 hold = gets[0]
+                self.line.remove(hold)
                 posted = True
         elif self.owing[h.index] > 0:
             self.owing[h.index] -= 1
@@ -532,6 +543,7 @@ class ModelMachine(RuleBasedStateMachine):
         later finds nothing. It reconnects when used again."""
         h = self.h(i)
         self.run(h.q.disconnect)
+        self.line = [o for o in self.line if o.handle != h.index]
         holds = self.m.held_by(h.index)
         self.finished += [o.delivery for o in holds if o.delivery is not None]
         self.m.recover(holds)
@@ -610,6 +622,8 @@ class ModelMachine(RuleBasedStateMachine):
         if state in ("taken", "buried"):
             assert info.deliveries == deliveries
         if delete:
+            if holder is not None and holder.via_get:
+                self.deleted.append(holder)
             self.m.delete(t)
             if holder is not None and holder.delivery is not None:
                 self.finished.append(holder.delivery)
