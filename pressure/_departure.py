@@ -92,6 +92,6 @@ class Departure:
             try:
                 self.backend.run(REQUEUE.name + self.variant, REQUEUE.keys(k), REQUEUE.check(
                     ("recover", k.inbox_prefix, k.inflight_prefix, self.max_deliveries, cid, record, "",
-                     k.held_prefix, "", "", *returned)))
+                     k.held_prefix, "", "", *returned)), patient=False)
             except Exception:  # noqa: BLE001 - unreachable, gone, at exit: taken for dead later, as before
                 reached = False

@@ -260,15 +260,19 @@ class Wire(Routing):
             if self._client is None and self.config.cluster is None and self._given is None:
                 self._use(self.config.new_client(), _FOR_CHILD)
 
-    def _until_served(self, what: str, attempt: Callable[[], _R]) -> _R:
+    def _until_served(self, what: str, attempt: Callable[[], _R], *, patient: bool = True) -> _R:
         """``attempt()``, again after a pause each time the server refuses it for now, for up
-        to ``refused_for`` seconds; then BackendError saying it did not run."""
+        to ``refused_for`` seconds; then BackendError saying it did not run. Not ``patient``:
+        ``attempt()`` once, and that BackendError at its first refusal (nothing logged)."""
         deadline = None
         pause = _FIRST_PAUSE
         while True:
             try:
                 return attempt()
             except _RetryLater as later:
+                if not patient:
+                    raise BackendError(f"{what} on {self.config.url} did not run: the server refused "
+                                       f"it: {later.error}") from later.error
                 if self.config.sentinel is not None:
                     self._rediscover()
                 if self.config.cluster is not None:

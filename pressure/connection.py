@@ -77,17 +77,19 @@ class Backend(Wire):
     checks of an argument's size against the server's ``proto-max-bulk-len``."""
 
     def run(self, name: str, keys: tuple[str, ...] | list[str], args: tuple[Any, ...] | list[Any],
-            *, mutating: bool = True) -> Any:
+            *, mutating: bool = True, patient: bool = True) -> Any:
         """Run one script with EVALSHA (loaded on NOSCRIPT) on a connection of the client's
         pool (not this thread's: a finalizer may run this between a send and its read on
-        it), translating errors."""
+        it), translating errors. Sent again while the server refuses it for now (a restart,
+        a failover: up to ``refused_for`` seconds), unless not ``patient`` (a finalizer's
+        call, which must never wait longer than one command)."""
         what = f"script {name}"
 
         def attempt_on(conn: redis.connection.AbstractConnection) -> Any:
             data = conn.pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
             return self._call_script(conn, name, data, what, mutating)
 
-        return self._until_served(what, lambda: self._on_pool_connection(what, attempt_on))
+        return self._until_served(what, lambda: self._on_pool_connection(what, attempt_on), patient=patient)
 
     def _on_pool_connection(self, what: str, use: Callable[[redis.connection.AbstractConnection], _R]) -> _R:
         """``use`` a connection of the client's pool, given back after (disconnected first if
