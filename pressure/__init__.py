@@ -19,6 +19,7 @@ from .errors import Empty as Empty
 from .errors import Full as Full
 from .errors import IntegrityError as IntegrityError
 from .errors import ItemTooLarge as ItemTooLarge
+from .errors import UnsignedPickle as UnsignedPickle
 from .durability import Durability as Durability
 from .errors import NotReplicated as NotReplicated
 from .errors import OutcomeUnknown as OutcomeUnknown
@@ -60,6 +61,7 @@ __all__ = [
     "DeserializationError",
     "IntegrityError",
     "ItemTooLarge",
+    "UnsignedPickle",
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",

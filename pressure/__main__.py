@@ -72,10 +72,14 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
     parser.add_argument("--authkey-file", default=None, metavar="PATH",
                         help="a file holding the key the executor signs its tasks with, one key per line, "
                              "the first signing (default: PRESSURE_AUTHKEY)")
+    parser.add_argument("--insecure-pickle", action="store_true",
+                        help="run unsigned tasks from a Redis server not on this host (whoever can write "
+                             "its keys runs code here; default: refused, as PRESSURE_INSECURE_PICKLE=1 allows)")
     return worker.__doc__
 
 
 def _worker_main(args: argparse.Namespace) -> int:
+    from .errors import UnsignedPickle
     from .executor.worker import run_workers
     from .outage import LOG_FORMAT
 
@@ -91,9 +95,13 @@ def _worker_main(args: argparse.Namespace) -> int:
         if not authkey:
             print(f"pressure worker: --authkey-file {args.authkey_file} holds no key", file=sys.stderr)
             return 2
-    run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
-                visibility_timeout=args.visibility_timeout, prefetch=args.prefetch, authkey=authkey,
-                max_tasks_per_child=args.max_tasks_per_child)
+    try:
+        run_workers(args.name, url=args.url, prefix=args.prefix, processes=args.processes,
+                    visibility_timeout=args.visibility_timeout, prefetch=args.prefetch, authkey=authkey,
+                    max_tasks_per_child=args.max_tasks_per_child, insecure_pickle=args.insecure_pickle)
+    except UnsignedPickle as exc:  # refused before anything was sent or started: one line
+        print(f"pressure worker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

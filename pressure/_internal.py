@@ -20,6 +20,7 @@ Nothing here is public API: it may change in any release, with its users.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NoReturn, TypeVar
@@ -45,14 +46,16 @@ def attach(cls: type[Q], name: str, config: ConnectionConfig, *, prefix: str,
            serializer: str | serializers.Serializer = "pickle", create: bool = True,
            reliable: bool = False, visibility_timeout: float = 30.0,
            max_deliveries: int | None = 10, backend: Backend | None = None,
-           authkey: tuple[bytes, ...] = ()) -> Q:
+           authkey: tuple[bytes, ...] = (), insecure_pickle: bool = False) -> Q:
     """A handle of class ``cls`` from a ``ConnectionConfig`` (what a handle pickles as), for
     pressure's own processes (executor workers, Spark tasks). ``create=False`` attaches only:
     a queue that does not exist is never made, and using the handle raises QueueDoesNotExist.
     Handles given one ``backend`` share its connections, so their calls can share a pipeline.
-    ``authkey``: the keys its payloads are signed and verified with (pressure/signing.py)."""
+    ``authkey``: the keys its payloads are signed and verified with (pressure/signing.py);
+    without, a pickle handle on a server not on this host needs ``insecure_pickle``."""
     q = cls.__new__(cls)
-    options = Options.of(reliable, visibility_timeout, 10.0, max_deliveries)
+    options = dataclasses.replace(Options.of(reliable, visibility_timeout, 10.0, max_deliveries),
+                                  insecure_pickle=insecure_pickle)
     q._setup(name, prefix, serializer, None, backend or Backend(config), options, authkey)
     if create:
         q._create(None)

@@ -91,6 +91,8 @@ class Options:
     ttl: float | None = None
     #: dead-letter (reason "expired") rather than drop the items this handle puts that expire
     dead_letter_expired: bool = False
+    #: unpickle unsigned items from a server not on this host all the same (pressure/signing.py)
+    insecure_pickle: bool = False
 
     @classmethod
     def of(cls, reliable: Any, visibility_timeout: Any, lease: Any, max_deliveries: Any) -> Options:

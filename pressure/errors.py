@@ -13,6 +13,7 @@ from the stdlib class, so existing ``except queue.Full:`` handlers keep working:
     │   └── DeserializationError                      # carries the raw bytes
     │       └── IntegrityError                        # signature missing or wrong: never loaded
     ├── ItemTooLarge(PressureError, ValueError)       # larger than the server accepts: not sent
+    ├── UnsignedPickle(PressureError, ValueError)     # pickle from another host, unsigned: refused
     ├── ProtocolError(PressureError)                  # keys hold what the protocol forbids
     ├── BackendError(PressureError)                   # Redis failed; redis error on __cause__
     │   ├── OutcomeUnknown                            # the command may or may not have run
@@ -45,6 +46,7 @@ __all__ = [
     "DeserializationError",
     "IntegrityError",
     "ItemTooLarge",
+    "UnsignedPickle",
     "ProtocolError",
     "BackendError",
     "OutcomeUnknown",
@@ -126,6 +128,14 @@ class ItemTooLarge(PressureError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class UnsignedPickle(PressureError, ValueError):
+    """Raised when a handle (a queue, an Executor, its workers) would unpickle unsigned items
+    from a Redis server that is not on this host: whoever can write its keys could run code in
+    this process. Raised by the constructor, before anything is sent. Set an authkey on every
+    host (``PRESSURE_AUTHKEY``, or ``authkey=``), choose a data-only serializer, or opt out with
+    ``insecure_pickle=True`` (``PRESSURE_INSECURE_PICKLE=1``)."""
 
 
 class ProtocolError(PressureError):

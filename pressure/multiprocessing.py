@@ -70,10 +70,11 @@ class _Handle(Generic[T]):
         serializer: str | serializers.Serializer,
         client_id: str | None,
         authkey: Authkey | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
         self._queue: _PressureQueue[T] = _PressureQueue(
             name=name, maxsize=_bound(maxsize), url=url, connection=connection, prefix=prefix,
-            serializer=serializer, client_id=client_id, authkey=authkey,
+            serializer=serializer, client_id=client_id, authkey=authkey, insecure_pickle=insecure_pickle,
         )
         self._closed_in: int | None = None
         self._put_in: int | None = None
@@ -150,8 +151,9 @@ class Queue(_Handle[T]):
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
         authkey: Authkey | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
-        super().__init__(maxsize, name, url, connection, prefix, serializer, client_id, authkey)
+        super().__init__(maxsize, name, url, connection, prefix, serializer, client_id, authkey, insecure_pickle)
 
     def put(self, obj: T, block: bool = True, timeout: float | None = None) -> None:
         """Put obj into the queue.
@@ -287,8 +289,9 @@ class SimpleQueue(_Handle[T]):
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
         authkey: Authkey | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
-        super().__init__(0, name, url, connection, prefix, serializer, client_id, authkey)
+        super().__init__(0, name, url, connection, prefix, serializer, client_id, authkey, insecure_pickle)
 
     def _check_handle(self) -> None:
         if self._closed():

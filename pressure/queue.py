@@ -78,7 +78,7 @@ from .connection import Backend, ConnectionConfig
 from .errors import Full, PressureError, QueueDoesNotExist, ShutDown
 from .durability import Durability
 from .keys import QueueKeys, resolve_prefix
-from .signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
+from .signing import Authkey, payload_serializer, resolve_authkey
 from .reliable import Delivery, Reliability
 
 __all__ = ["Queue", "QueueStatistics", "Delivery", "InFlight", "DeadLetter", "RepairReport"]
@@ -128,6 +128,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         create: bool = True,
         ttl: float | None = None,
         dead_letter_expired: bool = False,
+        insecure_pickle: bool = False,
     ) -> None:
         if durability is not None and not isinstance(durability, Durability):
             raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
@@ -150,7 +151,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         config = ConnectionConfig.resolve(url, connection)
         options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
                                       durability=durability, dead_letter_expired=bool(dead_letter_expired),
-                                      ttl=_ttl_value(ttl))
+                                      ttl=_ttl_value(ttl), insecure_pickle=bool(insecure_pickle))
         keys = resolve_authkey(authkey)
         self._setup(name, prefix, serializer, client_id, Backend(config, connection), options, keys)
         if create or anonymous:
@@ -171,15 +172,12 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         self._name = name
         self._prefix = prefix
         self._serializer_spec = serializer
-        self._serializer = serializers.resolve(serializer)
         self._authkey = authkey
-        if authkey:  # every payload signed for this queue, and verified before it is loaded
-            base = QueueKeys.build(prefix, name, self._KIND).base
-            self._serializer = SignedSerializer(self._serializer, Signer(authkey, base))
-        elif isinstance(self._serializer, serializers.PickleSerializer):
-            warn_unsigned_pickle(backend.config)
-        self._client_id = client_id
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
+        # before anything is sent: no unsigned pickle from another host unless asked for
+        self._serializer = payload_serializer(serializers.resolve(serializer), authkey, k.base, backend.config,
+                                              options.insecure_pickle, f"queue {name!r}")
+        self._client_id = client_id
         # on a Redis Cluster: every command to the master of the queue's slot (ValueError now
         # if its keys would not share one: the name needs a hash tag, see pressure/cluster.py)
         backend.route(k.base, f"queue {name!r}")

@@ -33,10 +33,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from . import _log
-from .errors import IntegrityError
+from .errors import IntegrityError, UnsignedPickle
+from .serializers import PickleSerializer
 
 __all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id",
-           "warn_unsigned_pickle"]
+           "is_local", "local_hosts", "insecure_pickle_allowed", "refuse_unsigned_pickle", "payload_serializer"]
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -88,35 +89,103 @@ def resolve_authkey(authkey: Authkey | None) -> tuple[bytes, ...]:
     return keys
 
 
-def _remote(config: Any) -> bool:
-    """Whether ``config`` (a ConnectionConfig) reaches Redis beyond this host."""
-    if getattr(config, "sentinel", None) is not None:
-        return True
+#: ``PRESSURE_LOCAL_HOSTS``'s word for the loopback addresses and ``localhost``, its default.
+_LOOPBACK = "loopback"
+
+
+def _local_host(host: str, entries: Sequence[str]) -> bool:
+    """Whether ``host`` (a name or an address, as a URL gives it) is one of ``entries``: host
+    names, addresses, networks (``10.1.2.0/24``) or ``loopback``."""
+    host = host.strip("[]").lower()
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in entries:
+        if entry == _LOOPBACK:
+            if host == "localhost" or (address is not None and address.is_loopback):
+                return True
+            continue
+        try:
+            network = ipaddress.ip_network(entry.strip("[]"), strict=False)  # an address, or a network
+        except ValueError:
+            if host == entry:  # a host name
+                return True
+            continue
+        if address is not None and address.version == network.version and address in network:
+            return True
+    return False
+
+
+def local_hosts() -> tuple[str, ...]:
+    """What counts as this host: ``PRESSURE_LOCAL_HOSTS`` (host names, addresses or networks,
+    separated by commas; ``loopback`` for 127.0.0.0/8, ::1 and localhost; ``none`` for nothing
+    but unix sockets), else ``loopback``."""
+    raw = os.environ.get("PRESSURE_LOCAL_HOSTS")
+    if raw is None:
+        return (_LOOPBACK,)
+    return tuple(e for e in (part.strip().lower() for part in raw.split(",")) if e and e != "none")
+
+
+def is_local(config: Any) -> bool:
+    """Whether every server ``config`` (a ConnectionConfig) names is on this host (see
+    ``local_hosts``): a unix socket, or a host (the sentinels of a Sentinel URL, the nodes of a
+    Cluster's) that counts as this one. Nothing is sent: only the names are looked at."""
     kwargs = dict(config.kwargs)
     if "path" in kwargs:
-        return False  # a unix socket
-    host = str(kwargs.get("host", "localhost"))
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True  # a host name other than localhost
+        return True  # a unix socket
+    sentinel, cluster = getattr(config, "sentinel", None), getattr(config, "cluster", None)
+    if sentinel is not None:
+        hosts = [h for h, _ in sentinel.addresses] + ([sentinel.force_master_ip] if sentinel.force_master_ip else [])
+    elif cluster is not None:
+        hosts = [h for h, _ in cluster.addresses]
+    else:
+        hosts = [str(kwargs.get("host", "localhost"))]
+    entries = local_hosts()
+    return all(_local_host(h, entries) for h in hosts)
 
 
-def warn_unsigned_pickle(config: Any) -> None:
-    """Once per server and process: a handle that unpickles unsigned items from a Redis other
-    hosts reach (whoever can write its keys can run code here), as Celery warns of pickle."""
-    if not _remote(config):
+def insecure_pickle_allowed(insecure_pickle: bool) -> bool:
+    """Whether unsigned pickle from another host is allowed: ``insecure_pickle=True``, or
+    ``PRESSURE_INSECURE_PICKLE`` set (to anything but 0)."""
+    return bool(insecure_pickle) or os.environ.get("PRESSURE_INSECURE_PICKLE", "") not in ("", "0")
+
+
+def refuse_unsigned_pickle(config: Any, insecure_pickle: bool, what: str, *, data_only: bool = True) -> None:
+    """For ``what`` (a handle about to unpickle items with no authkey): nothing if ``config``
+    names servers on this host only (``is_local``); else ``UnsignedPickle`` (raised before
+    anything is sent), unless allowed (``insecure_pickle_allowed``: then a WARNING once per
+    server and process, as Celery warns of pickle). ``data_only``: the error offers a data-only
+    serializer (a queue's choice, not an Executor's)."""
+    if is_local(config):
         return
+    if not insecure_pickle_allowed(insecure_pickle):
+        serializer = ", choose a data-only serializer ('json', 'orjson', 'msgpack', 'bytes')" if data_only else ""
+        raise UnsignedPickle(
+            f"{what} on {config.url} would unpickle unsigned items from a server that is not on this "
+            f"host, and whoever can write its keys could run code in this process: set PRESSURE_AUTHKEY "
+            f"(or pass authkey=) to the same key on every host (python -m pressure keygen makes one)"
+            f"{serializer}, or opt out with insecure_pickle=True or PRESSURE_INSECURE_PICKLE=1")
     with _warned_lock:
         if config.url in _warned:
             return
         _warned.add(config.url)
     _log.event(_log.SECURITY, logging.WARNING, "unsigned_pickle", "queues on %s use the pickle serializer "
-               "without an authkey: whoever can write their keys can run code in this process. Pass "
-               "authkey= (or set PRESSURE_AUTHKEY), or use a data-only serializer ('json', 'orjson', "
-               "'msgpack', 'bytes')", config.url, server=config.url)
+               "without an authkey (insecure_pickle): whoever can write their keys can run code in this "
+               "process. Set PRESSURE_AUTHKEY on every host, or use a data-only serializer ('json', "
+               "'orjson', 'msgpack', 'bytes')", config.url, server=config.url)
+
+
+def payload_serializer(serializer: Any, keys: tuple[bytes, ...], context: str, config: Any,
+                       insecure_pickle: bool, what: str) -> Any:
+    """The serializer a queue handle uses: ``serializer`` signed with ``keys`` for ``context``
+    (its base key), or, with no keys, ``serializer`` itself once ``refuse_unsigned_pickle``
+    lets a pickle one through."""
+    if keys:  # every payload signed for this queue, and verified before it is loaded
+        return SignedSerializer(serializer, Signer(keys, context))
+    if isinstance(serializer, PickleSerializer):
+        refuse_unsigned_pickle(config, insecure_pickle, what)
+    return serializer
 
 
 class Signer:

@@ -52,10 +52,11 @@ class SimpleQueue(Generic[T]):
         serializer: str | serializers.Serializer = "pickle",
         client_id: str | None = None,
         authkey: Authkey | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
         self._queue: Queue[T] = Queue(
             name=name, maxsize=0, url=url, connection=connection, prefix=prefix,
-            serializer=serializer, client_id=client_id, authkey=authkey,
+            serializer=serializer, client_id=client_id, authkey=authkey, insecure_pickle=insecure_pickle,
         )
 
     # -- the queue.SimpleQueue API ------------------------------------------------------

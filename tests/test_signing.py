@@ -281,19 +281,3 @@ def test_a_signed_log_take_goes_on_past_a_round_trip_of_forged_items(
     assert q.qsize() == 0
     assert log.take(2) == 2  # nothing queued: the tail, as before
     q.delete()
-
-
-def test_unsigned_pickle_from_a_remote_redis_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
-    from pressure.connection import ConnectionConfig
-    from pressure.signing import warn_unsigned_pickle
-
-    with caplog.at_level(logging.WARNING, logger="pressure"):
-        for url in ("redis://127.0.0.1:6390/0", "redis://localhost:6390/0", "redis://[::1]:6390/0",
-                    "unix:///tmp/x.sock"):
-            warn_unsigned_pickle(ConnectionConfig.from_url(url))
-        assert caplog.text == ""
-        remote = ConnectionConfig.from_url("redis://:pw-not-shown@10.9.8.7:6390/0")
-        warn_unsigned_pickle(remote)
-        warn_unsigned_pickle(remote)
-    assert caplog.text.count("without an authkey") == 1
-    assert "10.9.8.7" in caplog.text and "pw-not-shown" not in caplog.text

@@ -30,8 +30,9 @@ to its inbox, where its next get takes it first.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import collections
+import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -57,7 +58,7 @@ from ..errors import (
 )
 from ..keys import QueueKeys, resolve_prefix
 from ..ordering import order_key
-from ..signing import Authkey, SignedSerializer, Signer, resolve_authkey, warn_unsigned_pickle
+from ..signing import Authkey, payload_serializer, resolve_authkey
 from ._getconn import _Conn
 from ._getting import _Getting
 from ._link import _Link, config_of_client
@@ -99,6 +100,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         lease: float = 10.0,
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"queue name must be a str, not {type(name).__name__}")
@@ -116,14 +118,13 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         config = config_of_client(connection) if connection is not None else ConnectionConfig.resolve(url)
         self._link = _Link(config, connection)
         self._name, self._prefix = name, prefix
-        self._options = Options.of(reliable, visibility_timeout, lease, max_deliveries)
-        self._serializer = serializers.resolve(serializer)
+        self._options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
+                                            insecure_pickle=bool(insecure_pickle))
         keys = resolve_authkey(authkey)
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
-        if keys:
-            self._serializer = SignedSerializer(self._serializer, Signer(keys, k.base))
-        elif isinstance(self._serializer, serializers.PickleSerializer):
-            warn_unsigned_pickle(config)
+        # before anything is sent: no unsigned pickle from another host unless asked for
+        self._serializer = payload_serializer(serializers.resolve(serializer), keys, k.base, config,
+                                              self._options.insecure_pickle, f"queue {name!r}")
         self._client_id = client_id or identity.client_id()
         self._cid = f"{self._client_id}#{uuid.uuid4().hex[:8]}"
         self._variant = "" if self._KIND == "fifo" else "@" + self._KIND

@@ -13,6 +13,7 @@ queue is shut down.
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import sys
 import threading
@@ -607,6 +608,19 @@ def serve_metrics_command(env: Env, port: int, addr: str, once: bool) -> None:
     finally:
         server.shutdown()
         thread.join(timeout=5)
+
+
+# -- keys ---------------------------------------------------------------------------------
+
+@cli.command("keygen")
+def keygen_command() -> None:
+    """Print a new random authkey (32 bytes, as 64 hex digits).
+
+    Set it on every host that shares the queues, as PRESSURE_AUTHKEY, and pickled
+    items, tasks and results are signed and checked before anything unpickles them:
+    export PRESSURE_AUTHKEY=$(pressure keygen). Nothing is sent to any server.
+    """
+    click.echo(secrets.token_hex(32))
 
 
 # -- the argparse subcommands (bench, worker): registered by pressure/__main__.py ----------

@@ -68,7 +68,7 @@ import redis.cluster
 
 from .._validate import MAX_BOUND, _seconds
 from ..connection import ConnectionConfig
-from ..signing import Authkey, resolve_authkey
+from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._contexts import pool_context
 from ._core import ExecutorStatistics as ExecutorStatistics
 from ._core import _Core
@@ -155,6 +155,7 @@ class Executor(concurrent.futures.Executor):
         authkey: Authkey | None = None,
         serializer: str = "pickle",
         max_tasks_per_child: int | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
         # every argument is checked before the first round trip: a bad one creates nothing
         if name is not None and not isinstance(name, str):
@@ -185,9 +186,12 @@ class Executor(concurrent.futures.Executor):
         keys = resolve_authkey(authkey)
         dumps = _task_dumps(serializer)
         config = ConnectionConfig.resolve(url, connection)
+        if not keys:  # it unpickles results, its workers tasks: not from another host unsigned
+            refuse_unsigned_pickle(config, insecure_pickle, "an anonymous executor" if name is None
+                                   else f"executor {name!r}", data_only=False)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
                            initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys,
-                           dumps, OUTAGE_LIMIT, max_tasks_per_child)
+                           dumps, OUTAGE_LIMIT, max_tasks_per_child, bool(insecure_pickle))
         weakref.finalize(self, self._core._release)
 
     @property

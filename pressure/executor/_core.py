@@ -144,7 +144,9 @@ class _Core:
         dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
         outage_limit: float = 60.0,
         max_tasks_per_child: int | None = None,
+        insecure_pickle: bool = False,
     ) -> None:
+        self._insecure_pickle = insecure_pickle  # checked by the Executor: see signing.refuse_unsigned_pickle
         self._outage_limit = outage_limit  # pressure.executor.OUTAGE_LIMIT, as the Executor was made
         self._pid = os.getpid()  # the process whose executor this is (not a forked child)
         self._anonymous = name is None
@@ -167,7 +169,7 @@ class _Core:
         self._tasks: Queue[Task] = attach(
             Queue, self._keys.tasks, config, prefix=self._prefix, reliable=True,
             visibility_timeout=visibility_timeout, max_deliveries=None, authkey=authkey,
-            backend=self._backend, create=False)
+            backend=self._backend, create=False, insecure_pickle=insecure_pickle)
         self._bounded = max_pending is not None and max_pending > 0
         self._id = uuid.uuid4().hex[:12]
         self._results: Queue[bytes] = attach(
@@ -376,6 +378,7 @@ class _Core:
                                 initializer=self._initializer or no_initializer, initargs=self._initargs,
                                 mp_context=self._mp_context, authkey=self._authkey or None,
                                 max_tasks_per_child=self._max_tasks_per_child,
+                                insecure_pickle=self._insecure_pickle,
                                 _prepared=Prepared(frozenset(filter(self._backend.is_loaded, WORKER_SCRIPTS)),
                                                    self._results.name)).start()
 

@@ -59,7 +59,7 @@ class Handles:
         tasks: Queue[Task] = attach(
             Queue, ExecutorKeys.build(where.prefix, where.name).tasks, where.config, prefix=where.prefix,
             reliable=True, visibility_timeout=where.visibility_timeout, max_deliveries=None, backend=backend,
-            authkey=where.authkey, create=False)
+            authkey=where.authkey, create=False, insecure_pickle=where.insecure_pickle)
         handles = cls(backend, tasks, {})
         for name in replies:
             handles.reply_queue(where, name)

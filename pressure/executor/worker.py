@@ -69,7 +69,7 @@ from ..errors import BrokenExecutor, DeserializationError, Empty, PressureError,
 from ..keys import ExecutorKeys, resolve_prefix
 from ..outage import LOG_FORMAT, Complaint, pause
 from ..queue import Delivery, Queue
-from ..signing import Authkey, resolve_authkey
+from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._claims import Claims
 from ._contexts import own_forkserver, pool_context
 from ._handles import Handles, Prepared
@@ -135,6 +135,8 @@ class WorkerConfig:
     authkey: tuple[bytes, ...] = field(default=(), repr=False)
     #: How many tasks a worker runs before it ends (None: no limit); its pool starts another.
     max_tasks_per_child: int | None = None
+    #: Unsigned tasks from a server not on this host are run all the same (pressure/signing.py).
+    insecure_pickle: bool = False
 
 
 class _RemoteTraceback(Exception):
@@ -651,9 +653,12 @@ class WorkerPool:
                  mp_context: multiprocessing.context.BaseContext | None = None,
                  config: ConnectionConfig | None = None, prefetch: int = PREFETCH,
                  authkey: Authkey | None = None, max_tasks_per_child: int | None = None,
-                 _prepared: Prepared | None = None) -> None:
+                 insecure_pickle: bool = False, _prepared: Prepared | None = None) -> None:
         if config is None:
             config = ConnectionConfig.resolve(url)
+        keys = resolve_authkey(authkey)
+        if not keys:  # before any process starts: no unsigned task from another host unless asked for
+            refuse_unsigned_pickle(config, insecure_pickle, f"workers of executor {name!r}", data_only=False)
         if processes is None:
             processes = os.cpu_count() or 1
         if processes <= 0:
@@ -665,7 +670,7 @@ class WorkerPool:
         # with max_tasks_per_child
         self.context: Any = pool_context(mp_context, max_tasks_per_child)
         self.where = WorkerConfig(name, config, resolve_prefix(prefix), visibility_timeout, prefetch,
-                                  resolve_authkey(authkey), max_tasks_per_child)
+                                  keys, max_tasks_per_child, bool(insecure_pickle))
         self.processes = processes
         self.initializer, self.initargs = initializer, initargs
         #: 1 once the processes are told to stop: shared memory without a lock
@@ -803,14 +808,14 @@ class WorkerPool:
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
                 processes: int | None = None, visibility_timeout: float = 30.0,
                 prefetch: int = PREFETCH, authkey: Authkey | None = None,
-                max_tasks_per_child: int | None = None) -> None:
+                max_tasks_per_child: int | None = None, insecure_pickle: bool = False) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
     redelivered. With ``max_tasks_per_child``, each process ends after that many tasks and
     another starts (with 'spawn', as ProcessPoolExecutor's)."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
                       visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey,
-                      max_tasks_per_child=max_tasks_per_child)
+                      max_tasks_per_child=max_tasks_per_child, insecure_pickle=insecure_pickle)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -60,7 +60,8 @@ def open_queue(opts: SourceOptions, *, reliable: bool, serializer: str) -> Queue
     """A handle on the queue of ``opts`` (which must exist), built where it is used."""
     return attach(
         queue_class(opts.kind), opts.name, opts.config, prefix=opts.prefix, serializer=serializer, create=False,
-        reliable=reliable, visibility_timeout=opts.visibility_timeout, authkey=resolve_authkey(None))
+        reliable=reliable, visibility_timeout=opts.visibility_timeout, authkey=resolve_authkey(None),
+        insecure_pickle=opts.insecure_pickle)
 
 
 def payload_signer(opts: SourceOptions) -> Signer | None:

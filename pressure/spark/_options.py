@@ -14,6 +14,7 @@ from typing import Any
 
 from ..connection import ConnectionConfig, without_password
 from ..keys import KINDS, resolve_prefix
+from ..signing import refuse_unsigned_pickle, resolve_authkey
 
 __all__ = ["OPTIONS", "SourceOptions"]
 
@@ -39,6 +40,9 @@ OPTIONS: dict[str, str] = {
                 "(an item that does not decode or fit the schema goes to the queue's dead-letter "
                 "list, and the read goes on)",
     "includeMetadata": "read: add columns _seq, _deliveries and _producer (default false)",
+    "insecurePickle": "true: read unsigned pickled items from a Redis server not on this host all "
+                      "the same (default false: refused unless PRESSURE_AUTHKEY is set, or "
+                      "PRESSURE_INSECURE_PICKLE=1)",
 }
 _LOWER = {name.lower(): name for name in OPTIONS}
 #: Options that Spark itself reads and passes along to every source and sink.
@@ -94,6 +98,7 @@ class SourceOptions:
     visibility_timeout: float
     include_metadata: bool
     dead_letter: bool
+    insecure_pickle: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SourceOptions:
@@ -140,6 +145,9 @@ class SourceOptions:
         group = given.get("group", "spark")
         if not group:
             raise ValueError("option 'group' must not be empty")
+        insecure_pickle = _bool("insecurePickle", given.get("insecurePickle", "false"))
+        if serializer == "pickle" and not resolve_authkey(None):  # here, before any job starts
+            refuse_unsigned_pickle(config, insecure_pickle, f"the pressure data source's queue {name!r}")
         return cls(
             name=name,
             config=config,
@@ -156,4 +164,5 @@ class SourceOptions:
             visibility_timeout=_seconds("visibilityTimeout", given.get("visibilityTimeout", "30")),
             include_metadata=_bool("includeMetadata", given.get("includeMetadata", "false")),
             dead_letter=bad_items == "deadletter",
+            insecure_pickle=insecure_pickle,
         )
