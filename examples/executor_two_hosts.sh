@@ -2,7 +2,10 @@
 # Two worker groups that play two hosts on this machine, and executor_after.py using them.
 #
 # On real hosts, run one `python -m pressure worker primes ...` line on each (with the same
-# Redis, and this repository's examples/ importable there) and drop PRESSURE_HOSTNAME.
+# Redis, the same PRESSURE_AUTHKEY, and this repository's examples/ importable there) and drop
+# PRESSURE_HOSTNAME: export PRESSURE_AUTHKEY=$(python -m pressure keygen) once, and that value on
+# every host (tasks and results are signed; without a key, workers and executor refuse a Redis
+# that is not on this host).
 # PRESSURE_HOSTNAME makes a group look like another host: its dead workers' tasks are then
 # redelivered after --visibility-timeout instead of at once.
 #

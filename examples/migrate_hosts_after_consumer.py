@@ -6,8 +6,14 @@ Redis, takes jobs until the producer has closed the queue and it is drained,
 then deletes it (the protocol's rule: the producer creates and closes, the
 consumer deletes)::
 
+    export PRESSURE_AUTHKEY=...   # on both hosts: the same key, from `python -m pressure keygen`
     REDIS_URL=redis://redis-host:6379/0 python examples/migrate_hosts_after_consumer.py
     REDIS_URL=redis://redis-host:6379/0 python examples/migrate_hosts_after_producer.py
+
+Across hosts the items (pickled) are signed with that key and checked before they are
+unpickled, as a multiprocessing manager checks its authkey; without one, a handle on a Redis
+that is not on this host refuses to start (pressure.UnsignedPickle). On one host (the
+default URL) no key is needed.
 
 Redis comes from argv, else ``REDIS_URL``, else ``redis://127.0.0.1:6379/0``.
 """
