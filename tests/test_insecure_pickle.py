@@ -25,6 +25,7 @@ import pytest
 import redis
 
 import pressure
+import pressure._log
 import pressure.aio
 import pressure.signing
 import pressure.multiprocessing as pmp
@@ -43,6 +44,7 @@ def elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every TCP server counts as another host; no key and no opt-out in the environment."""
     monkeypatch.setenv("PRESSURE_LOCAL_HOSTS", "none")
     monkeypatch.setattr(pressure.signing, "_warned", set())  # (the opt-out warns once per server)
+    monkeypatch.setattr(pressure._log, "limiter", pressure._log.RateLimiter())  # (and is rate-limited)
     for var in ("PRESSURE_AUTHKEY", "PRESSURE_INSECURE_PICKLE", "PRESSURE_REQUIRE_AUTHKEY"):
         monkeypatch.delenv(var, raising=False)
 
@@ -108,6 +110,18 @@ def test_each_entry_point_refuses_unsigned_pickle_from_another_host_before_any_r
         assert remedy in message
     assert "127.0.0.1:1" in message
     assert isinstance(info.value, ValueError)  # a configuration error, as the stdlib would raise
+
+
+@pytest.mark.parametrize("how", ["PRESSURE_AUTHKEY", "PRESSURE_INSECURE_PICKLE"])
+@pytest.mark.parametrize("entry", sorted(_HANDLES))
+def test_each_entry_point_builds_with_a_key_or_the_opt_out(elsewhere: None, monkeypatch: pytest.MonkeyPatch,
+                                                           url: str, prefix: str, entry: str, how: str) -> None:
+    monkeypatch.setenv(how, KEY if how == "PRESSURE_AUTHKEY" else "1")
+    made = _HANDLES[entry](url, prefix)
+    for close in ("shutdown", "disconnect"):
+        if callable(getattr(made, close, None)) and not isinstance(made, pressure.aio.AsyncQueue):
+            getattr(made, close)(**({"wait": True} if isinstance(made, pressure.Executor) else {}))
+            break
 
 
 def test_a_queue_refused_leaves_the_server_untouched(elsewhere: None, url: str, prefix: str,
