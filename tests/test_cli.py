@@ -468,6 +468,21 @@ def test_metrics_served_over_http(url: str, prefix: str, queues: Callable[..., p
                 proc.kill()
 
 
+def test_metrics_on_a_busy_port_is_one_line_and_a_failure(url: str, prefix: str) -> None:
+    pytest.importorskip("prometheus_client")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _run([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "serve-metrics",
+                    "--port", str(port)])
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "in use" in out.stderr
+
+
 def test_metrics_say_when_redis_is_down() -> None:
     pytest.importorskip("prometheus_client")
     out = _run([sys.executable, "-m", "pressure", "--url", "redis://127.0.0.1:1/0", "--prefix", "x",

@@ -594,7 +594,10 @@ def serve_metrics_command(env: Env, port: int, addr: str, once: bool) -> None:
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)
         return
-    server, thread = start_http_server(port, addr, registry=registry)
+    try:
+        server, thread = start_http_server(port, addr, registry=registry)
+    except OSError as exc:  # the port is taken, the address is not this host's...
+        raise Failure(f"serve-metrics cannot listen on {addr}:{port}: {exc.strerror or exc}") from None
     bound_port = server.server_address[1]
     click.echo(f"serving metrics of {env.where} on http://{addr}:{bound_port}/metrics")
     sys.stdout.flush()
