@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Callable
 from typing import NamedTuple
@@ -53,6 +54,28 @@ def _bench_main(args: argparse.Namespace) -> int:
 
 # -- python -m pressure worker ---------------------------------------------------------------
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (else a usage error, exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds (else a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, not {text}")
+    return value
+
+
 def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
     from .executor import worker
 
@@ -60,13 +83,14 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> str | None:
     parser.add_argument("--url", default=None,
                         help="Redis URL (default: REDIS_URL, else REDIS_SERVER, REDIS_PORT, REDIS_DB)")
     parser.add_argument("--prefix", default=None, help="key prefix (default: PRESSURE_PREFIX or __pressure__)")
-    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU)")
-    parser.add_argument("--visibility-timeout", type=float, default=30.0,
+    parser.add_argument("--processes", type=_positive_int, default=None,
+                        help="worker processes (default: one per CPU)")
+    parser.add_argument("--visibility-timeout", type=_positive_seconds, default=30.0,
                         help="seconds before the task of a worker gone silent is redelivered (default 30)")
-    parser.add_argument("--prefetch", type=int, default=worker.PREFETCH,
+    parser.add_argument("--prefetch", type=_positive_int, default=worker.PREFETCH,
                         help=f"queued short tasks a worker takes and claims at once (default {worker.PREFETCH}; "
                              "1 = one at a time: then cancel() cancels any task not started)")
-    parser.add_argument("--max-tasks-per-child", type=int, default=None, metavar="N",
+    parser.add_argument("--max-tasks-per-child", type=_positive_int, default=None, metavar="N",
                         help="tasks a worker process runs before another replaces it (default: no limit; "
                              "the processes then start with 'spawn')")
     parser.add_argument("--authkey-file", default=None, metavar="PATH",

@@ -503,3 +503,20 @@ def test_stat_shows_the_tasks_by_state(cli: Run, queues: Callable[..., pressure.
     assert figures["calls"]["put"] == 2 and figures["calls"]["take"] == 0
     text = cli("stat", "life", "--interval", "0").stdout
     assert "total 2, ready 1, taken 0, delayed 1" in text and "put 2, take 0" in text
+
+
+@pytest.mark.parametrize("argv", [["--processes", "0"], ["--processes", "two"], ["--visibility-timeout", "-5"],
+                                  ["--visibility-timeout", "nan"], ["--prefetch", "0"],
+                                  ["--max-tasks-per-child", "0"]])
+def test_a_bad_worker_option_is_a_usage_error_before_any_process_starts(argv: list[str]) -> None:
+    # nothing listens on port 1: a worker that started would not get this far quietly
+    out = _run([sys.executable, "-m", "pressure", "worker", "ex", "--url", "redis://127.0.0.1:1/0", *argv])
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "usage:" in out.stderr and argv[0] in out.stderr, out.stderr
+
+
+def test_a_worker_pool_refuses_a_visibility_timeout_that_is_not_positive() -> None:
+    from pressure.executor.worker import WorkerPool
+
+    with pytest.raises(ValueError, match="visibility_timeout"):
+        WorkerPool("ex", url="redis://127.0.0.1:1/0", processes=1, visibility_timeout=-5)

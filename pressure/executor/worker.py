@@ -64,6 +64,7 @@ from .._internal import attach, internal
 from .._scripts import CLAIM, COUNT_START, CREATE, GET, PUT, SETTLE, ClaimStatus, PutStatus
 from .. import _log
 from .._packing import Call
+from .._validate import _seconds
 from ..connection import Backend, ConnectionConfig, _load_command, _script_sha
 from ..errors import BrokenExecutor, DeserializationError, Empty, PressureError, ShutDown, WorkerLost
 from ..keys import ExecutorKeys, resolve_prefix
@@ -665,6 +666,7 @@ class WorkerPool:
             raise ValueError("processes must be greater than 0")
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
+        visibility_timeout = _seconds("visibility_timeout", visibility_timeout)
         # the platform's default, as ProcessPoolExecutor's: fork where it forks (a worker then
         # starts in a few ms, with nothing to import), forkserver or spawn elsewhere; spawn
         # with max_tasks_per_child
