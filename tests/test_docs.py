@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,15 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert (site / "index.html").is_file()
     assert (site / "api" / "queues" / "index.html").is_file()  # the generated reference
+
+
+def test_the_readme_names_every_page_and_only_pages_that_exist() -> None:
+    """The README links to the docs by naming their paths (an index renders it with no
+    repository around it: tests/test_packaging.py): each path it names exists, and it names
+    every page of the guide."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    named = set(re.findall(r"`(docs/pages/[\w/.-]*)`", readme))
+    assert named
+    assert [n for n in named if not (ROOT / n).exists()] == []
+    pages = {f"docs/pages/{p.name}" for p in (ROOT / "docs" / "pages").glob("*.md")}
+    assert pages - {"docs/pages/index.md"} <= named, sorted(pages - named)
