@@ -12,8 +12,8 @@ A scenario registers itself in ``SCENARIOS`` with *tags*: the features an
 implementation must offer for the scenario to apply to it (``"Queue"``,
 ``"shutdown"``, ``"fork"``...; see ``Impl.features``). Where ``pressure``
 deliberately differs from the stdlib, the scenario carries ``difference=``, the
-name of the entry in README's "Differences from the stdlib", and asserts each
-side's own documented behaviour, chosen by a flag on ``Impl``; it is never
+name of the entry in the docs' "Differences from the stdlib" (docs/pages/queues.md), and
+asserts each side's own documented behaviour, chosen by a flag on ``Impl``; it is never
 skipped.
 
 Blocking is proved as CPython's ``do_blocking_test`` proves it: the call runs
@@ -59,7 +59,7 @@ TIMEOUT_MESSAGE = "'timeout' must be a non-negative number"
 TASK_DONE_MESSAGE = "task_done() called too many times"
 PICKLE_MESSAGE = "Queue objects should only be shared between processes through inheritance"
 
-# The entries of README's "Differences from the stdlib" that scenarios name.
+# The entries of the docs' "Differences from the stdlib" (docs/pages/queues.md) that scenarios name.
 CLOSE_IS_GLOBAL = "close() is global"
 TIMED_WAITS_LATE = "timed waits can end one server tick late"
 NEGATIVE_TIMEOUTS = (
@@ -200,7 +200,7 @@ class Scenario:
     func: Callable[[Impl], None]
     #: The features an implementation needs for this scenario (see Impl.features).
     tags: frozenset[str]
-    #: The README "Differences from the stdlib" entry this scenario pins, if any.
+    #: The docs' "Differences from the stdlib" entry (queues.md) this scenario pins, if any.
     difference: str | None = None
     #: A label for the heavier (process) scenarios; they still run by default.
     slow: bool = False

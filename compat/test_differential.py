@@ -5,8 +5,9 @@
 function against ``pressure.Queue``/``LifoQueue``/``PriorityQueue``/
 ``SimpleQueue`` and ``pressure.multiprocessing``, built on this session's
 private server under the test's own prefix (anonymous queues, deleted after
-the test). Where pressure deliberately differs, the scenario names the README
-entry (``difference=``) and asserts each side's documented behaviour.
+the test). Where pressure deliberately differs, the scenario names the docs'
+entry (``difference=``; docs/pages/queues.md, Differences from the stdlib) and asserts
+each side's documented behaviour.
 
 The stdlib side of a scenario that needs what this interpreter lacks
 (``queue.ShutDown`` before Python 3.13) runs under another interpreter that
@@ -259,10 +260,11 @@ def test_scenarios_catch_a_broken_queue(broken: type[queue.Queue[Any]], name: st
         sc.run(sc.SCENARIOS[name], impl)
 
 
-def test_every_difference_is_listed_in_the_readme() -> None:
-    """README's "Differences from the stdlib" names, in bold, each difference a scenario pins."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    section = readme.split("## Differences from the stdlib", 1)[1].split("\n## ", 1)[0]
+def test_every_difference_is_listed_in_the_docs() -> None:
+    """The docs' "Differences from the stdlib" (docs/pages/queues.md) names, in bold, each
+    difference a scenario pins."""
+    page = (Path(__file__).resolve().parent.parent / "docs/pages/queues.md").read_text("utf-8")
+    section = page.split("\n## Differences from the stdlib\n", 1)[1].split("\n## ", 1)[0]
     bold = {" ".join(b.split()) for b in re.findall(r"\*\*(.+?)\*\*", section, re.S)}
     missing = [d for d in sc.DIFFERENCES if d not in bold]
-    assert not missing, f"not listed in bold in README's differences: {missing}"
+    assert not missing, f"not listed in bold in the docs' differences (queues.md): {missing}"

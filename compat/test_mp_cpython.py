@@ -25,7 +25,7 @@ prefix, and the queue is anonymous in a child process, whose exit deletes it (ch
 whole file takes about 45 s on 2 cores.
 
 Where pressure differs on purpose, the test asserts pressure's documented behaviour and says
-so ("Difference:"; see README, "Differences from the stdlib"):
+so ("Difference:"; see docs/pages/queues.md, "Differences from the stdlib"):
 
 - ``test_queue_feeder_donot_stop_onexc``: **items are serialized in put**, so an
   unpicklable item raises ``pressure.SerializationError`` (a ``ValueError``) in ``put`` and

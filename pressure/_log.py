@@ -6,8 +6,8 @@ a logger of a fixed hierarchy (``pressure.queue``, ``pressure.executor``,
 ``pressure.executor.worker``, ``pressure.connection``), as a plain message for humans and
 with its fields as attributes of the record (``extra=``) for machines: ``record.event``
 (a stable name such as ``"dead_letter"``), the event's own fields (``queue``, ``count``...)
-and ``record.fields``, a dict of all of them (for a JSON formatter). README's "Logging"
-section lists the events and their fields.
+and ``record.fields``, a dict of all of them (for a JSON formatter). The docs' "Logging"
+section (docs/pages/metrics.md) lists the events and their fields.
 
 Rate limit: at most ``BURST`` records of one event about one thing (a queue: its name and
 ``key``; an executor: its name and ``prefix``; a server) per ``INTERVAL`` seconds; the

@@ -155,5 +155,5 @@ Call = tuple[PackedScript, Sequence[bytes | str | int]]
 
 
 #: What goes behind posted commands to read their replies in one round trip (a flush): the
-#: README's ACL rule allows it (``+ping``).
+#: docs' ACL rule (security.md) allows it (``+ping``).
 PING = pack_command("PING")

@@ -140,7 +140,8 @@ class QueueStatistics:
     consumed_bytes: int
     #: Items discarded by ``shutdown(immediate=True)``.
     discarded_messages: int
-    #: Items put whose processing has not ended (README, Counting): what ``join()`` waits for.
+    #: Items put whose processing has not ended (docs: reliability.md, Counting rules): what
+    #: ``join()`` waits for.
     unfinished_tasks: int
     #: Items in the dead-letter list.
     dead_letters: int
@@ -148,13 +149,14 @@ class QueueStatistics:
     producer: str | None
     #: Identifier of the client that last took the consumer role.
     consumer: str | None
-    # the task lifecycle (README, Task lifecycle), as tarantool/queue's statistics() counts it
+    # the task lifecycle (docs: reliability.md, Task lifecycle), as tarantool/queue's
+    # statistics() counts it
     #: Items put with a delay, not due yet (not in ``size``).
     delayed: int = 0
     #: Items a consumer holds: delivered, not acknowledged or given back (in flight; wake-up
     #: entries are not items). The CLI's "in flight" and the metric ``pressure_queue_in_flight``.
     taken: int = 0
-    #: Tasks done: every item whose processing ended (README, Counting).
+    #: Tasks done: every item whose processing ended (docs: reliability.md, Counting rules).
     done: int = 0
     #: Items dropped or dead-lettered because their ttl passed before anyone took them (those
     #: a get has not reached yet too).

@@ -307,7 +307,8 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         raised and the queue is not touched.
 
         ``delay`` (seconds): the item stays invisible until then, and then enters the queue
-        in due order (see README, Task lifecycle). It counts against ``maxsize`` meanwhile.
+        in due order (docs: reliability.md, Task lifecycle). It counts against ``maxsize``
+        meanwhile.
         ``ttl`` (seconds; default: the handle's ``ttl``): dropped if not taken by then (counted
         from when it is due). ``ttr`` (seconds): its visibility timeout once delivered, in
         place of the consumer's ``visibility_timeout``. ``key`` (utube; FIFO queues): items of

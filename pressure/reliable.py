@@ -384,8 +384,9 @@ class Reliability(Generic[T]):
                     unacked.appendleft(delivery)  # still first in line: task_done() again is exact
                     raise
                 return
-            # every delivery counts once as its processing ends (ack, release, ...: README,
-            # Counting): one this handle's gets did not return has nothing left to count
+            # every delivery counts once as its processing ends (ack, release, ...: docs,
+            # reliability.md, Counting rules): one this handle's gets did not return has
+            # nothing left to count
             raise ValueError("task_done() called too many times")
         # the default mode: a task_done() for an item this handle's gets returned posts its
         # count (no round trip of its own, as in reliable mode); one for none (a call too
@@ -441,7 +442,7 @@ class Reliability(Generic[T]):
         (``shutdown(immediate=True)``), or, in the default mode, marked done by
         ``task_done()`` (the get handed it over). An item that comes back (released,
         requeued from a dead consumer or past its visibility timeout) is not done; a dead
-        letter ``kick()`` restores is unfinished again. (README, Counting.)"""
+        letter ``kick()`` restores is unfinished again. (docs: reliability.md, Counting rules.)"""
         self._settle_owed(flush=True)
         unfinished, _ = self._call(JOIN_CHECK, mutating=False)
         if unfinished == JoinCheckStatus.NO_QUEUE:

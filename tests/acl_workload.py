@@ -1,5 +1,5 @@
 """Every kind of call pressure makes, once each: what an ACL user must be allowed to run
-(tests/test_acl.py runs it as a restricted user; README "ACL" lists the rule)."""
+(tests/test_acl.py runs it as a restricted user; docs/pages/security.md, "ACL", lists the rule)."""
 
 from __future__ import annotations
 

@@ -592,7 +592,7 @@ def allowed_default_losses(lives: list[Life], may_lose: str) -> dict[Any, str]:
                 allowed[item] = f"received by {life.name}, SIGKILLed before it could record it"
         if life.phase_at_kill == IN_GET:
             # get() had the item in hand and had posted its DEL (still in the kernel when the
-            # process was stopped, sent as it died): returning, as the README says it may lose
+            # process was stopped, sent as it died): returning, as the docs (reliability.md) say it may lose
             loaded = set(life.items("L"))
             for item in life.held_at_kill:
                 if item in loaded and item not in life.held_after_kill:
@@ -612,7 +612,7 @@ BREAK_SLACK = 0.5
 
 def allowed_default_duplicates(lives: list[Life], breaks: list[tuple[float, float]],
                                lease: float = QueueSpec.lease) -> dict[Any, str]:
-    """item -> why the default mode may deliver it once more (README, Reliability: "An item comes
+    """item -> why the default mode may deliver it once more (docs: reliability.md, Guarantees: "An item comes
     out twice only if that DEL never reaches Redis (the connection breaks, or Redis restarts,
     right after the get's reply) and the consumer dies or makes no further get ... within its
     lease"): an item a consumer received when a restart or a CLIENT KILL happened between

@@ -1,6 +1,6 @@
 """A plain-Python reference model of one pressure queue: the stdlib's ``queue.Queue``
 contract, the pressure protocol (bound, close/shutdown, statistics) and tarantool/queue's
-task lifecycle as the README states it (reliable deliveries settled in any order, ``delay``,
+task lifecycle as the docs state it (reliability.md) (reliable deliveries settled in any order, ``delay``,
 ``ttl``, ``ttr``, ``bury``, ``kick``, ``peek_item``/``delete_item``, utube ``key=``).
 
 tests/test_model.py drives real handles and this model side by side and checks every answer
@@ -326,7 +326,7 @@ class Model:
         t = o.task
         self.calls["release"] += 1
         if self.max_deliveries and o.deliveries >= self.max_deliveries:
-            # a dead letter has left the list and counts as consumed (README)
+            # a dead letter has left the list and counts as consumed (docs: reliability.md)
             self.dead.append(Dead(t, o.deliveries, "deliveries"))
             self.strip(t)
             self.mark_done()  # a dead letter's processing ended (kick() undoes it)

@@ -1,6 +1,7 @@
-"""The README's ACL rule (issue 15 item 5) is enough: a user with only that rule runs every
-kind of call pressure makes (tests/acl_workload.py), the rule names every command a script
-can call, and without one of its commands calls fail with PermissionDenied."""
+"""The docs' ACL rule (docs/pages/security.md, "ACL: the least a Redis user needs") is
+enough: a user with only that rule runs every kind of call pressure makes
+(tests/acl_workload.py), the rule names every command a script can call, and without one of
+its commands calls fail with PermissionDenied."""
 
 from __future__ import annotations
 
@@ -19,17 +20,25 @@ from . import acl_workload
 PASSWORD = "acl-test-password"
 
 
-def _readme_rule() -> tuple[str, list[str]]:
-    """The ``ACL SETUSER`` line of the README's ACL section, and its commands."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    found = re.search(r"^ACL SETUSER pressure on >\S+ (.+)$", text, re.MULTILINE)
-    assert found, "README has no 'ACL SETUSER pressure on >...' line"
+#: The page that documents the rule: its ACL section.
+SECURITY_PAGE = Path(__file__).parent.parent / "docs" / "pages" / "security.md"
+
+
+def _acl_section() -> str:
+    text = SECURITY_PAGE.read_text()
+    return text.split("\n## ACL: the least a Redis user needs\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _documented_rule() -> tuple[str, list[str]]:
+    """The ``ACL SETUSER`` line of the docs' ACL section, and its commands."""
+    found = re.search(r"^ACL SETUSER pressure on >\S+ (.+)$", _acl_section(), re.MULTILINE)
+    assert found, "docs/pages/security.md's ACL section has no 'ACL SETUSER pressure on >...' line"
     rule = found.group(1).split()
     return found.group(0), [r[1:] for r in rule if r.startswith("+")]
 
 
 def _user(r: redis.Redis, prefix: str, without: str | None = None) -> str:
-    _, commands = _readme_rule()
+    _, commands = _documented_rule()
     r.acl_setuser("app", enabled=True, reset=True, passwords=[f"+{PASSWORD}"], keys=[f"{prefix}:*"],
                   reset_channels=True, commands=["-@all"] + [f"+{c}" for c in commands if c != without])
     return "app"
@@ -44,12 +53,12 @@ def server() -> Iterator[RedisServer]:
 def _refusals(admin: redis.Redis) -> list[dict[str, object]]:
     """The ACL LOG's entries, less redis-py's own connection handshake: CLIENT SETINFO (Redis
     7.2+, Valkey), which redis-py sends on each new connection and whose refusal it ignores;
-    the README says to allow it there (Redis 7.0 has no such subcommand, and refuses a rule
+    the docs say to allow it there (Redis 7.0 has no such subcommand, and refuses a rule
     that names it)."""
     return [e for e in admin.acl_log() if e["object"] != "client|setinfo"]
 
 
-def test_the_readme_rule_runs_everything(server: RedisServer, prefix: str) -> None:
+def test_the_documented_rule_runs_everything(server: RedisServer, prefix: str) -> None:
     """Every kind of call, and not one refusal in the server's ACL LOG (a refused command
     whose failure pressure absorbs, as a posted one's, shows only there)."""
     admin = redis.Redis.from_url(server.url)
@@ -106,7 +115,7 @@ def test_without_rename_a_batch_that_takes_the_whole_queue_is_copied(server: Red
 
 def test_the_rule_names_every_command_a_script_can_call() -> None:
     """Rare paths (a requeue of a dead consumer, a corrupt key's error) are in the scripts too."""
-    _, commands = _readme_rule()
+    _, commands = _documented_rule()
     lua = Path(pressure.__file__).parent / "lua"
     called = {m.lower() for f in lua.glob("*.lua")
               for m in re.findall(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]", f.read_text())}
@@ -116,8 +125,8 @@ def test_the_rule_names_every_command_a_script_can_call() -> None:
 def test_the_rule_names_every_plain_command_pressure_sends() -> None:
     """Commands sent outside scripts (a worker's posted count of a task's start, a SCRIPT LOAD,
     the result thread's posted counts...) are checked by the ACL too. WAIT is sent only for
-    ``durability=``, whose extra right the README names."""
-    rule, commands = _readme_rule()
+    ``durability=``, whose extra right the docs name."""
+    rule, commands = _documented_rule()
     allowed = {c.split("|")[0] for c in commands} | {"evalsha"}
     package = Path(pressure.__file__).parent
     sent: set[str] = set()
@@ -131,8 +140,7 @@ def test_the_rule_names_every_plain_command_pressure_sends() -> None:
             sent |= {m.lower() for m in re.findall(pattern, text)}
     assert {"incr", "script", "ping", "xread", "brpop"} <= sent  # the scan finds them
     assert sent - allowed == {"wait"}, sorted(sent - allowed)
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    assert "`durability=` also needs `+wait`" in text
+    assert "`durability=` also needs `+wait`" in _acl_section()
 
 
 def test_keys_outside_the_prefix_are_refused(server: RedisServer, prefix: str) -> None:

@@ -4,7 +4,8 @@ paused, all at once on one private redis-server, then close, drain and verify.
 
 1. reliable mode: every item whose put returned is acknowledged at least once; nothing is
    left in Redis; no process hangs; the role tokens are at their invariants;
-2. default mode: the same, except what the README lets it lose (DEFAULT_MODE_MAY_LOSE);
+2. default mode: the same, except what the docs (reliability.md, Guarantees) let it lose
+   (DEFAULT_MODE_MAY_LOSE);
 3. the Executor: every future done (the right result, or WorkerLost only after max_attempts
    real starts), no task started more than max_attempts times, shutdown returns.
 
@@ -54,14 +55,14 @@ from .faults_helpers import fork_child, kill_and_reap
 
 pytestmark = pytest.mark.slow
 
-#: What the default mode may lose to a SIGKILLed consumer, as the README's Reliability
-#: section states it ("a consumer that dies after receiving an item loses it ... never ...
+#: What the default mode may lose to a SIGKILLed consumer, as the docs' Guarantees
+#: (reliability.md) state it ("a consumer that dies after receiving an item loses it ... never ...
 #: by a consumer that dies before receiving them"):
 #:   "processing": only the item get() had returned to the consumer, which was still
 #:                 processing it when killed (nothing it held while inside get());
 #:   "held":       also whatever sat in its in-flight list or inbox when it was killed, even
 #:                 inside get() (at most one item per kill): the narrower promise.
-#: Adjust it to the README's final wording.
+#: Keep it to the docs' wording.
 DEFAULT_MODE_MAY_LOSE = "processing"
 
 def _ticks(default: int) -> int:

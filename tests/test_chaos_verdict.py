@@ -38,7 +38,7 @@ def test_an_item_the_consumer_got_past_within_its_lease_does_not_repeat() -> Non
 def test_an_item_may_repeat_when_a_break_kept_its_consumer_from_a_get_past_its_lease() -> None:
     """Redis down longer than the lease right after a receipt: the DEL went with the broken
     connection, and the entry aged past the lease before the consumer's next get could drop
-    it, so a sweep requeued it; the consumer lives on (README: "... or makes no further get
+    it, so a sweep requeued it; the consumer lives on (docs: reliability.md, Guarantees: "... or makes no further get
     within its lease"). Without a break, or with the next get in time, it may not."""
     life = _consumer([("R", ["a", "1"], 1.0), ("R", ["a", "2"], 3.6), ("R", ["c", "1"], 3.7)], killed_at=None)
     assert set(allowed_default_duplicates([life], [(1.05, 3.5)], lease=2.0)) == {"a"}

@@ -491,7 +491,7 @@ def test_metrics_say_when_redis_is_down() -> None:
 
 
 def test_stat_shows_the_tasks_by_state(cli: Run, queues: Callable[..., pressure.Queue[Any]]) -> None:
-    """The task lifecycle's figures (README, Task lifecycle), as tarantool/queue names them."""
+    """The task lifecycle's figures (docs: reliability.md, Task lifecycle), as tarantool/queue names them."""
     q = queues("life", 0)
     q.put(1, delay=60)
     q.put(2)

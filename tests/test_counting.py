@@ -1,4 +1,4 @@
-"""Counting (README, Counting): every way an item's processing ends counts once toward
+"""Counting (docs: reliability.md, Counting rules): every way an item's processing ends counts once toward
 ``join()``; items that come back do not. And the counts every view shows (the library's
 ``statistics()``, the CLI's ``ls``/``stat``/``executors`` and their JSON, the metrics) are one
 definition each (lua/stats.lua): a wake-up entry is not an item."""

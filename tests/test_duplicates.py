@@ -1,7 +1,7 @@
 """Items with identical bytes (a queue of "tick" messages, a job put again): each copy keeps its
 own delivery count, ttl, ttr and utube key, whatever its identical copies do (issue 29, defect
 9). Queued copies are bare payloads in the protocol's list, so what is still shared is stated
-in the README (Task lifecycle) and checked here: the task id, and the order in which queued
+in the docs (reliability.md, Task lifecycle) and checked here: the task id, and the order in which queued
 copies' states are handed out.
 """
 

@@ -328,13 +328,13 @@ def test_no_field_overwrites_a_log_record_attribute_and_every_event_is_documente
     from pathlib import Path
 
     reserved = set(vars(logging.LogRecord("n", logging.INFO, "p", 1, "m", (), None))) | {"message", "asctime"}
-    readme = (Path(pressure.__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Logging"):readme.index("## Exceptions")]
+    page = (Path(pressure.__file__).resolve().parent.parent / "docs" / "pages" / "metrics.md").read_text()
+    section = page.split("\n## Logging\n", 1)[1].split("\n## ", 1)[0]
     calls = _event_calls()
     assert len(calls) > 30
     for where, name, fields in calls:
         assert not set(fields) & reserved, f"{where}: {set(fields) & reserved}"
-        assert f"`{name}`" in section, f"{where}: event {name!r} is not in README's Logging section"
+        assert f"`{name}`" in section, f"{where}: event {name!r} is not in metrics.md's Logging section"
         for field in fields:
             assert f"`{field}`" in section, f"{where}: field {field!r} of {name!r} is not documented"
 

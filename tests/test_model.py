@@ -173,7 +173,7 @@ class ModelMachine(RuleBasedStateMachine):
         """An item of the pool: identical payloads come up often. One put with a state of its
         own at the queue's tail (``stated``: a delay, ttl or key) is made unique: identical
         queued copies cannot be told apart in the protocol's list, so such a state goes to the
-        first copy out, a documented difference (README, Identical copies) that
+        first copy out, a documented difference (docs: reliability.md, Identical copies) that
         tests/test_duplicates.py pins; the model keeps a state with its task."""
         value = POOL[choice % len(POOL)]
         if stated:
@@ -244,7 +244,7 @@ class ModelMachine(RuleBasedStateMachine):
     def put(self, i: int, choice: int, block: str, delay: float | None, ttl: float | None,
             key: str | None) -> None:
         h = self.h(i)
-        if h.aio:  # (pressure.aio puts take no lifecycle arguments: README)
+        if h.aio:  # (pressure.aio puts take no lifecycle arguments: docs, reliability.md)
             delay = ttl = key = None
         item = self.item(choice, bool(delay or ttl or key))
         kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
@@ -380,7 +380,7 @@ class ModelMachine(RuleBasedStateMachine):
         self.sent(h)
 
     def sent(self, h: Handle) -> None:
-        """A default-mode get posts the drop of what it returned (README: it travels with the
+        """A default-mode get posts the drop of what it returned (docs, reliability.md: it travels with the
         handle's next command, within 200 ms): the handle's next command, so that every other
         handle's view sees it."""
         if h.reliable:
@@ -397,7 +397,7 @@ class ModelMachine(RuleBasedStateMachine):
     def consumer_process(self, n: int, acks: int, end: str) -> None:
         """A reliable consumer in another process receives up to ``n`` items, acknowledges the
         first ``acks``, and is SIGKILLed holding the rest, or disconnects and exits: what it
-        held comes back to the head of the queue, in order, with its delivery counts (README,
+        held comes back to the head of the queue, in order, with its delivery counts (docs: reliability.md,
         consumers that die; repair() takes back at once what dead consumers on this host held)."""
         self.subprocesses += 1
         index = 100 + self.subprocesses
@@ -517,7 +517,7 @@ class ModelMachine(RuleBasedStateMachine):
             assert self.run(lambda: h.q.unfinished_tasks) == self.unfinished()
 
     def eventually(self, read: Callable[[], Any], expected: Any, what: str) -> None:
-        """What a handle posted reaches Redis soon (README: with its next command, within
+        """What a handle posted reaches Redis soon (docs, queues.md: with its next command, within
         200 ms): ``read()`` (by another handle) must show ``expected`` within a generous wait."""
         deadline = time.monotonic() + 10.0
         while True:
@@ -537,7 +537,7 @@ class ModelMachine(RuleBasedStateMachine):
 
     @rule(i=HANDLE)
     def disconnect(self, i: int) -> None:
-        """A handle closes its connections (README: not the queue): its consumer leaves, what
+        """A handle closes its connections (docs, queues.md: not the queue): its consumer leaves, what
         it held and did not acknowledge goes back at once, to the head, in order, with its
         delivery count (as at a death: past max_deliveries, to the dead letters); settling it
         later finds nothing. It reconnects when used again."""
@@ -653,7 +653,7 @@ class ModelMachine(RuleBasedStateMachine):
         assert_invariants(self.r, self.observer)
         size, empty, full = self.run(lambda: (q.qsize(), q.empty(), q.full()))
         assert (size, empty, full) == (m.qsize(), m.qsize() == 0, m.is_full())
-        if h.aio:  # (the rest is what an AsyncQueue does not show: README, asyncio)
+        if h.aio:  # (the rest is what an AsyncQueue does not show: docs, asyncio.md)
             q = self.observer
         assert self.run(lambda: q.unfinished_tasks) == self.unfinished()
         s = self.run(q.statistics)

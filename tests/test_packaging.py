@@ -181,8 +181,8 @@ def _files_under(*dirs: str) -> set[str]:
 def test_wheel_and_sdist_carry_what_they_need(tmp_path: Path) -> None:
     """``python -m build``: no setuptools warning; the wheel has the LICENSE, every file of the
     package (modules, subpackages, Lua scripts, ``py.typed``) and exactly the top-level packages
-    ``pressure`` and ``pyspark_pressure``; the sdist has the LICENSE, the README and everything
-    its tests and examples need."""
+    ``pressure`` and ``pyspark_pressure``; the sdist has the LICENSE, the README, the
+    documentation's sources and everything its tests and examples need."""
     out = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(ROOT)],
                          capture_output=True, text=True, timeout=600, check=False)
     log = out.stdout + out.stderr
@@ -213,5 +213,8 @@ def test_wheel_and_sdist_carry_what_they_need(tmp_path: Path) -> None:
         top = sdist.name.removesuffix(".tar.gz")
         members = {n.removeprefix(f"{top}/") for n in tar.getnames()}
     needed = _files_under("tests", "compat", "examples", "pressure/lua", "pressure/bench")
+    # the documentation's sources, which tests read (a site built in docs/site is left out)
+    needed |= {f for f in _files_under("docs") if not f.startswith("docs/site/")}
+    assert "docs/mkdocs.yml" in needed
     assert needed | {"LICENSE", "README.md", "pyproject.toml"} <= members, sorted(needed - members)
     assert not [n for n in members if "__pycache__" in n or n.endswith(".pyc")]

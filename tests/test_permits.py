@@ -1,7 +1,7 @@
 """The producers' permit (:not_full) and the consumed counters across the task lifecycle.
 
 Every script that changes how many items are queued or delayed leaves :not_full holding one
-element exactly while queued plus delayed items are below the bound (README, "The bound";
+element exactly while queued plus delayed items are below the bound (docs: reliability.md, "The bound";
 tests/helpers.py assert_invariants): a kick, and an item let into the queue from behind its
 utube key by whatever ended its key's current one. And :stats:consumed_* count the items got:
 an item that expires (dropped or dead-lettered) was never got, and a kick that brings it back

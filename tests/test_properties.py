@@ -126,7 +126,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.serial = 0
         self.steps = 0
         #: default-mode handles (by id): items their gets returned that no task_done() on that
-        #: handle has answered yet (its task_done() posts its count, README)
+        #: handle has answered yet (its task_done() posts its count: docs, queues.md)
         self.owing: dict[int, int] = collections.defaultdict(int)
 
     # -- set-up and tear-down ----------------------------------------------------------
@@ -195,7 +195,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.consumed_bytes -= entry.size
 
     def ended(self) -> None:
-        """An item's processing ended (acknowledged, dead-lettered: README, Counting): one task
+        """An item's processing ended (acknowledged, dead-lettered: docs, reliability.md, Counting): one task
         done, the count never going past the items put."""
         self.unfinished = max(self.unfinished - 1, 0)
 
@@ -321,7 +321,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(h=HANDLE)
     def task_done(self, h: int) -> None:
         q = self.handle(h)
-        posted = False  # whether it may post (README: one round trip per item), not wait
+        posted = False  # whether it may post (docs, queues.md: one round trip per item), not wait
         if q is self.reliable:
             got = [o for o in self.outstanding if o.delivery is None]
             if not got:  # every delivery counts as it ends: none of get()'s left to count
@@ -348,7 +348,7 @@ class QueueMachine(RuleBasedStateMachine):
             q.task_done()
             self.unfinished -= 1
             if posted:
-                # posted (README: one round trip per item): this handle sees it at once, other
+                # posted (docs, queues.md: one round trip per item): this handle sees it at once, other
                 # handles once it reaches Redis, which reading this handle's count makes sure of
                 assert q.unfinished_tasks == self.unfinished
 

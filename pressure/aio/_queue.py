@@ -356,8 +356,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
                 return
             if await self._link.shielded(self._task_done_reliable()):
                 return
-            # every delivery counts once as its processing ends (README, Counting): one this
-            # handle's gets did not return has nothing left to count
+            # every delivery counts once as its processing ends (docs: reliability.md, Counting
+            # rules): one this handle's gets did not return has nothing left to count
             raise ValueError("task_done() called too many times")
         # the default mode: a task_done() for an item this
         # handle's gets returned posts its count; one for none (a call too many, or another

@@ -366,7 +366,7 @@ class _Core:
         """Whether a worker of this name, on any host, was heard from lately (one round trip)."""
         pipe = self._backend.client().pipeline(transaction=False)
         pipe.time()
-        pipe.hgetall(self._keys.workers)  # (HVALS is not in the README's ACL rule)
+        pipe.hgetall(self._keys.workers)  # (HVALS is not in the docs' ACL rule)
         (seconds, micros), beats = self._backend.call("look for workers", pipe.execute)
         now = seconds * 1000 + micros // 1000
         return any(now - int(ms) < ALIVE_FOR * 1000 for ms in beats.values())

@@ -199,7 +199,8 @@ local function add(key, n)
   return redis.call('INCRBY', key, n)
 end
 
--- Counting toward join() (README "Counting"): an item counts once, when its processing ends:
+-- Counting toward join() (docs: reliability.md, "Counting rules"): an item counts once,
+-- when its processing ends:
 -- acknowledged (ack, task_done, the Executor's settle), counted by a default-mode task_done()
 -- (its get handed it over), deleted, expired, dead-lettered (buried, delivered max_deliveries
 -- times, unreadable or forged) or discarded. An item that comes back (released, requeued from a
@@ -357,7 +358,7 @@ local function copies_forget(copies)
 end
 
 -- How many members of the sorted set `key` (holding `card`) score at most `score`: ZCOUNT's
--- answer, found by a binary search over ranks with ZRANGE (O(log^2 n)), a command the README's
+-- answer, found by a binary search over ranks with ZRANGE (O(log^2 n)), a command the docs'
 -- ACL rule names (a user set up by it has no ZCOUNT).
 local function count_upto(key, card, score)
   local low, high = 0, card

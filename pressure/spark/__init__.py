@@ -12,7 +12,7 @@ read and write (needs the ``spark`` extra: pyspark and pyarrow).
     query = stream.writeStream.format("pressure").option("name", "out") \\
         .option("checkpointLocation", path).start()
 
-See the README's "Spark" section for options, schemas and delivery guarantees.
+See the docs' Spark page (docs/pages/spark.md) for options, schemas and delivery guarantees.
 This package is the only part of pressure that imports pyspark.
 """
 

