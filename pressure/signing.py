@@ -130,10 +130,13 @@ def local_hosts() -> tuple[str, ...]:
 def is_local(config: Any) -> bool:
     """Whether every server ``config`` (a ConnectionConfig) names is on this host (see
     ``local_hosts``): a unix socket, or a host (the sentinels of a Sentinel URL, the nodes of a
-    Cluster's) that counts as this one. Nothing is sent: only the names are looked at."""
+    Cluster's) that counts as this one, or fakeredis's server in this process. Nothing is sent:
+    only the names are looked at."""
     kwargs = dict(config.kwargs)
     if "path" in kwargs:
         return True  # a unix socket
+    if config.connection_class.__module__.partition(".")[0] == "fakeredis":
+        return True  # a server inside this process (its "host" is a random name)
     sentinel, cluster = getattr(config, "sentinel", None), getattr(config, "cluster", None)
     if sentinel is not None:
         hosts = [h for h, _ in sentinel.addresses] + ([sentinel.force_master_ip] if sentinel.force_master_ip else [])

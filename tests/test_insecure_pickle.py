@@ -68,6 +68,13 @@ def test_this_host_is_loopback_and_unix_sockets_by_default(monkeypatch: pytest.M
     assert is_local(ConnectionConfig.from_url(url)) is local
 
 
+def test_a_fakeredis_server_is_in_this_process(elsewhere: None) -> None:
+    fakeredis = pytest.importorskip("fakeredis")
+    q: pressure.Queue[Any] = pressure.Queue("q", connection=fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    q.put({"a": 1})
+    assert q.get_nowait() == {"a": 1}
+
+
 def test_local_hosts_lists_names_addresses_and_networks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRESSURE_LOCAL_HOSTS", "10.1.0.0/16, DB.example ,172.17.0.1")
     judged = {u: is_local(ConnectionConfig.from_url(f"redis://{u}:6379/0"))
