@@ -10,6 +10,7 @@ delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_de
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -488,6 +489,7 @@ class Reliability(Generic[T]):
         replies = self._backend.call("in_flight", pipe.execute)
         now_s, now_us = replies[0]
         now = now_s + now_us / 1e6
+        loads = self._item_loads()
         out: list[InFlight] = []
         for i, consumer in enumerate(consumers):
             inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
@@ -496,7 +498,7 @@ class Reliability(Generic[T]):
                 entries += _held_entries(held[0], held[:0:-1])
             for seq, deliveries, ms, payload in entries:
                 out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
-                                    max(now - ms / 1000, 0.0), self._unwrap(payload)))
+                                    max(now - ms / 1000, 0.0), self._unwrap(payload), loads))
         return out
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -507,11 +509,19 @@ class Reliability(Generic[T]):
         pipe.lrange(self._keys.dead, 0, -1)
         (now_s, now_us), entries = self._backend.call("dead_letters", pipe.execute)
         now = now_s + now_us / 1e6
+        loads = self._item_loads()
         out = []
         for entry in reversed(entries):
             seq, deliveries, ms, payload = _parse_entry(entry)
-            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
+            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload),
+                                  loads))
         return out
+
+    def _item_loads(self) -> Callable[[bytes], Any]:
+        """How a listed record reads its ``item`` (``InFlight.item``, ``DeadLetter.item``): as
+        ``get()`` reads a payload (DeserializationError, IntegrityError), holding the
+        serializer, never the handle."""
+        return functools.partial(serializers.loads, self._serializer)
 
     def peek_item(self, task_id: str) -> TaskInfo[T] | None:
         """One item by its task id (``Delivery.task_id``, ``InFlight.task_id``,
