@@ -44,7 +44,7 @@ from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
 from .._scripts import ACK, CLOSE, CREATE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
 from .._roles import CONSUMER, PRODUCER, _Roles
-from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
+from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value, _ttl_value
 from .._consumer_state import OWING_MOST
 from .._departure import Departure
 from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
@@ -100,6 +100,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         lease: float = 10.0,
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
+        ttl: float | None = None,
+        dead_letter_expired: bool = False,
         insecure_pickle: bool = False,
     ) -> None:
         if not isinstance(name, str):
@@ -119,6 +121,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._link = _Link(config, connection)
         self._name, self._prefix = name, prefix
         self._options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
+                                            dead_letter_expired=bool(dead_letter_expired), ttl=_ttl_value(ttl),
                                             insecure_pickle=bool(insecure_pickle))
         keys = resolve_authkey(authkey)
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
