@@ -127,7 +127,7 @@ class Inspection(Generic[T]):
         k = self._keys
         pipe = self._backend.client().pipeline(transaction=True)
         for read in statistics_reads(k):
-            pipe.execute_command(*read)
+            pipe.execute_command(*read)  # type: ignore[no-untyped-call]
         values, closed, dead = self._backend.call("statistics", pipe.execute)
         if values[0] is None:
             raise self._missing(forget=False)

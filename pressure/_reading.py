@@ -15,7 +15,7 @@ from ._records import DeadLetter, InFlight, QueueStatistics, TaskInfo, _held_ent
 from .errors import ProtocolError
 from .keys import QueueKeys
 
-__all__ = ["statistics_reads", "statistics_of", "in_flight_reads", "in_flight_of", "dead_letters_of",
+__all__ = ["statistics_reads", "statistics_of", "peek_read", "peek_items", "in_flight_reads", "in_flight_of", "dead_letters_of",
            "check_task_id", "task_info_of", "repair_reset", "log_repaired", "log_kick", "log_purge"]
 
 
@@ -103,6 +103,17 @@ def dead_letters_of(time: Sequence[Any], entries: Sequence[bytes], unwrap: Calla
         seq, deliveries, ms, payload = _parse_entry(entry)
         out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), unwrap(payload), loads))
     return out
+
+
+def peek_read(fifo: bool, base: str, n: int) -> tuple[str, ...]:
+    """The read of a queue's next ``n`` stored items: a FIFO list's tail, an ordered queue's
+    sorted set's head (``peek_items`` orders them next-out first)."""
+    return ("LRANGE", base, str(-n), "-1") if fifo else ("ZRANGE", base, "0", str(n - 1))
+
+
+def peek_items(fifo: bool, raw: Sequence[bytes]) -> list[bytes]:
+    """The reply of ``peek_read``, next-out first."""
+    return list(reversed(raw)) if fifo else list(raw)
 
 
 def check_task_id(task_id: Any) -> str:

@@ -69,6 +69,7 @@ from ._consumer import _Consumer
 from ._inspect import Inspection
 from ._lifecycle import _EXIT_PRIORITY, Lifecycle, _delete_at_exit
 from ._producer import _Producer
+from ._reading import peek_items, peek_read
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
 from ._scripts import ACK, FORGET, GET, PUT, PutStatus, QueueScript
 from ._roles import _Roles
@@ -230,8 +231,8 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
 
     def _peek_items(self, n: int) -> list[bytes]:
         """The next ``n`` stored items, next-out first."""
-        raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
-        return list(reversed(raw))
+        client = self._backend.client()
+        return peek_items(True, self._backend.call("LRANGE", client.execute_command, *peek_read(True, self._keys.base, n)))
 
     # -- identity and configuration -------------------------------------------------
 

@@ -481,7 +481,7 @@ class Reliability(Generic[T]):
         consumers = list(self._backend.call("HGETALL", client.hgetall, self._keys.consumers))
         pipe = client.pipeline(transaction=True)
         for read in in_flight_reads(self._keys, consumers):
-            pipe.execute_command(*read)
+            pipe.execute_command(*read)  # type: ignore[no-untyped-call]
         replies = self._backend.call("in_flight", pipe.execute)
         return in_flight_of(consumers, replies, self._unwrap, self._item_loads())
 

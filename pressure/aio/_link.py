@@ -29,6 +29,7 @@ import redis.asyncio.connection
 
 from .. import _log
 from ..cluster import settings_of_cluster
+from ..durability import Durability
 from ..errors import BackendError
 from .._wire import _peek, _readable
 from ..connection import (
@@ -277,31 +278,41 @@ class _Link:
             pause = min(2 * pause, _LAST_PAUSE)
 
     async def script_on(self, conn: Any, name: str, data: Sequence[bytes], *,
-                        mutating: bool = True) -> Any:
+                        mutating: bool = True, durability: Durability | None = None) -> Any:
         """Run one script call (packed, maybe in chunks) on ``conn``, loading the script on
-        NOSCRIPT. Not shielded: run it inside ``shielded``."""
+        NOSCRIPT; with ``durability``, a WAIT behind it in the same send (NotReplicated as
+        the sync client raises it). Not shielded: run it inside ``shielded``."""
         what = f"script {name}"
+        sent = [*data, pack_command("WAIT", durability.replicas, durability.timeout_ms)] if durability else data
+        confirmed: list[Any] = [None]
 
         async def attempt() -> Any:
-            (reply,) = await self.exchange(conn, data, 1, what, mutating)
-            if isinstance(reply, redis.exceptions.NoScriptError):
+            replies = await self.exchange(conn, sent, len(sent) - len(data) + 1, what, mutating)
+            if isinstance(replies[0], redis.exceptions.NoScriptError):
                 await self.load(conn, name)
-                (reply,) = await self.exchange(conn, data, 1, what, mutating)
+                replies = await self.exchange(conn, sent, len(sent) - len(data) + 1, what, mutating)
+            reply = replies[0]
+            confirmed[0] = replies[1] if len(replies) > 1 else None
             if not isinstance(reply, redis.RedisError):
                 self.loaded.add(name)  # a call of it ran: it is there (posted calls may use it)
             return reply
 
-        return self.check(await self.until_served(what, attempt), what, mutating)
+        result = self.check(await self.until_served(what, attempt), what, mutating)
+        if durability is not None:
+            self.errors.check_replicated(what, confirmed[0], durability)
+        return result
 
-    async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True) -> Any:
+    async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True,
+                            durability: Durability | None = None) -> Any:
         """A script call (packed) on a pool connection. Not shielded."""
-        return await self._pooled(f"script {name}", lambda conn: self.script_on(conn, name, data, mutating=mutating))
+        return await self._pooled(f"script {name}", lambda conn: self.script_on(
+            conn, name, data, mutating=mutating, durability=durability))
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Any], *,
-                  mutating: bool = True) -> Any:
-        """Run script ``name`` on a pool connection, shielded."""
+                  mutating: bool = True, durability: Durability | None = None) -> Any:
+        """Run script ``name`` on a pool connection, shielded (``durability``: see ``script_on``)."""
         data = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
-        return await self.shielded(self.pooled_script(name, [data], mutating=mutating))
+        return await self.shielded(self.pooled_script(name, [data], mutating=mutating, durability=durability))
 
     async def command(self, what: str, *args: bytes | str | int, mutating: bool = False) -> Any:
         """Run one plain command on a pool connection, shielded."""
@@ -312,6 +323,24 @@ class _Link:
             return reply
 
         return self.check(await self.shielded(self._pooled(what, one)), what, mutating)
+
+    async def transaction(self, what: str, commands: Sequence[Sequence[bytes | str | int]], *,
+                          mutating: bool = False) -> list[Any]:
+        """Run ``commands`` atomically (MULTI ... EXEC, one exchange on a pool connection,
+        shielded), as a sync handle's ``pipeline(transaction=True)``: their replies, as the
+        server sends them; an error reply raised as pressure's."""
+        data = [pack_command("MULTI"), *(pack_command(*command) for command in commands), pack_command("EXEC")]
+
+        async def one(conn: Any) -> Any:
+            replies = await self.exchange(conn, data, len(data), what, mutating)
+            for reply in replies[:-1]:  # MULTI's OK and QUEUED, or why a command was refused
+                self.check(reply, what, mutating)
+            return replies[-1]
+
+        replies = self.check(await self.shielded(self._pooled(what, one)), what, mutating)
+        for reply in replies:
+            self.check(reply, what, mutating)
+        return list(replies)
 
     async def _pooled(self, what: str, work: Any) -> Any:
         """``await work(conn)`` with a pool connection. Connecting is part of taking one (the

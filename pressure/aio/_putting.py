@@ -115,7 +115,7 @@ class _Putting(Generic[T]):
             more = payloads[1:count] if orders is None else [
                 arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
             data = command.pack_items(args, more) if more else [command.pack(args)]
-            result = await link.shielded(link.pooled_script(command.name, data))
+            result = await link.shielded(link.pooled_script(command.name, data, durability=self._options.durability))
             if isinstance(result, list):
                 result, went = result
             else:

@@ -33,6 +33,8 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import multiprocessing.util
+import numbers
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -42,25 +44,29 @@ import redis
 
 from .. import identity, serializers
 from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import ACK, CLOSE, CREATE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
+from .._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, SET_BOUND, DeleteStatus,
+                        QueueScript, SetBoundStatus)
 from .._roles import CONSUMER, PRODUCER, _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value, _ttl_value
 from .._consumer_state import OWING_MOST
 from .._departure import Departure
+from .._lifecycle import _EXIT_PRIORITY, _delete_at_exit, attached_bound, created_bound, not_there
 from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
     PressureError,
     ProtocolError,
     QueueDoesNotExist,
-    QueueExistsError,
     ShutDown,
 )
+from ..durability import Durability
 from ..keys import QueueKeys, resolve_prefix
+from ..ordered import queue_class
 from ..ordering import order_key
 from ..signing import Authkey, payload_serializer, resolve_authkey
 from ._getconn import _Conn
 from ._getting import _Getting
+from ._inspect import _Inspecting
 from ._link import _Link, config_of_client
 from ._putting import _Putting
 from ._reliable import AsyncDelivery, _Settling
@@ -71,7 +77,7 @@ T = TypeVar("T")
 _CREATE_WAIT = 5.0
 
 
-class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
+class AsyncQueue(_Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
     (the default mode, or ``reliable=True``), ``asyncio.Queue``'s names.
 
@@ -87,7 +93,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     def __init__(
         self,
-        name: str,
+        name: str | int | None = None,
         maxsize: int | None = None,
         *,
         url: str | None = None,
@@ -100,13 +106,22 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         lease: float = 10.0,
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
+        durability: Durability | None = None,
+        create: bool = True,
         ttl: float | None = None,
         dead_letter_expired: bool = False,
         insecure_pickle: bool = False,
     ) -> None:
-        if not isinstance(name, str):
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
+        if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
+            name, maxsize = None, int(name)  # AsyncQueue(10), as asyncio.Queue(maxsize) is called
+        anonymous = name is None
+        if name is None:
+            name = f"{{anon-{uuid.uuid4().hex}}}"
+        elif not isinstance(name, str):
             raise TypeError(f"queue name must be a str, not {type(name).__name__}")
-        if not name:
+        elif not name:
             raise ValueError("queue name must not be empty")
         if prefix is None:
             prefix = resolve_prefix(None)
@@ -121,8 +136,9 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._link = _Link(config, connection)
         self._name, self._prefix = name, prefix
         self._options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
-                                            dead_letter_expired=bool(dead_letter_expired), ttl=_ttl_value(ttl),
-                                            insecure_pickle=bool(insecure_pickle))
+                                            durability=durability, dead_letter_expired=bool(dead_letter_expired),
+                                            ttl=_ttl_value(ttl), insecure_pickle=bool(insecure_pickle))
+        self._create_missing = bool(create) or anonymous
         keys = resolve_authkey(authkey)
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
         # before anything is sent: no unsigned pickle from another host unless asked for
@@ -173,6 +189,15 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
         self._counting: collections.deque[None] = collections.deque()
         self._counts_owed: collections.deque[None] = collections.deque()
+        #: an anonymous queue lives as long as the process that made the handle (as
+        #: pressure.Queue's): deleted as it exits, through a sync handle built from this
+        #: one's configuration (never this handle, nor a loop that may be gone by then)
+        self._exit_delete: multiprocessing.util.Finalize[None] | None = None
+        if anonymous:
+            state = {"name": name, "prefix": prefix, "serializer": serializer, "client_id": client_id,
+                     "config": config, "options": self._options, "signed": False}
+            self._exit_delete = multiprocessing.util.Finalize(
+                None, _delete_at_exit, args=(queue_class(self._KIND), state), exitpriority=_EXIT_PRIORITY)
 
     # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
 
@@ -231,30 +256,45 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         ``maxsize`` was given and differs, or the queue is of another kind). Idempotent."""
         if self._opened:
             return self
+        if not self._create_missing:
+            await self._attach()
+            self._opened = True
+            return self
         k = self._keys
         deadline = time.monotonic() + _CREATE_WAIT
         while True:
             # (a bound not named: see Lifecycle._create)
-            status, stored = await self._link.run(
+            reply = await self._link.run(
                 "create" + self._variant, CREATE.keys(k), CREATE.check(
                     (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
                      k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
-            if status == -2:
-                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-                raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
-                                       f"not a {self._KIND} queue")
-            if status != -1:
+            if created_bound(reply, self._name, self._KIND, self._bound, self._parse_bound) is not None:
                 break
             if time.monotonic() > deadline:
                 raise PressureError(f"queue {self._name!r} is being deleted, or an interrupted delete "
                                     f"left its keys behind: cannot create it now")
             await asyncio.sleep(0.02)
-        bound = self._parse_bound(stored)
-        if status == 0 and self._bound is not None and bound != self._bound:
-            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={bound}, "
-                                   f"not {self._bound}")
         self._opened = True
         return self
+
+    async def _attach(self) -> None:
+        """``create=False``: the queue must exist (QueueDoesNotExist), as ``pressure.Queue``'s
+        (``Lifecycle._attach``): with ``maxsize``, it sets the bound of a queue created
+        without one, and must agree with one named already."""
+        k, variant = self._keys, self._variant
+
+        async def info() -> Any:  # (not self._call: the handle is not open yet)
+            return await self._link.run("info" + variant, INFO.keys(k), INFO.check((1,)), mutating=False)
+
+        if not (await info())[0]:
+            raise not_there(self._name, self._prefix)
+        if self._bound is None:
+            return
+        status = await self._link.run("set_bound" + variant, SET_BOUND.keys(k), SET_BOUND.check((self._bound, "unset")))
+        if status == SetBoundStatus.NO_QUEUE:
+            raise await self._missing()
+        if status == SetBoundStatus.NAMED:
+            attached_bound(self._name, self._parse_bound((await info())[2]), self._bound)
 
     def _parse_bound(self, raw: bytes | str) -> int:
         text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
@@ -451,6 +491,27 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
                 return
             await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, self._link.slice)
 
+    async def delete(self) -> None:
+        """Delete the queue and every key it has (protocol Delete), as ``pressure.Queue.delete``:
+        unread items are lost; blocked clients wake (QueueDoesNotExist); the keys go in one
+        step once neither role is held."""
+        k = self._keys
+        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
+        result = await self._call(DELETE, "begin", *prefixes)
+        if self._exit_delete is not None:
+            self._exit_delete.cancel()
+            self._exit_delete = None
+        while True:
+            if result == DeleteStatus.DELETED:
+                return
+            if result == DeleteStatus.NO_QUEUE:
+                raise await self._missing()
+            if result == DeleteStatus.RECREATED:
+                raise PressureError(f"queue {self._name!r} was created again while being deleted")
+            await asyncio.to_thread(self._roles.wait_for_role, PRODUCER if result == DeleteStatus.WAIT_PRODUCER
+                                    else CONSUMER, self._link.slice)
+            result = await self._call(DELETE, "finish", *prefixes)
+
     async def disconnect(self) -> None:
         """Let what cancelled calls left running end (clean-ups included), then close this
         handle's connections (never a ``connection`` passed in). The queue is untouched."""
@@ -505,3 +566,11 @@ class AsyncPriorityQueue(AsyncLifoQueue[T]):
 
     def _order_key(self, item: Any) -> bytes:
         return order_key(item)
+
+
+# The public methods AsyncQueue takes from its parts carry its name, so that an error about a
+# call (``AsyncQueue.put() got an unexpected keyword argument ...``) names the class users know.
+for _part in (_Getting, _Settling, _Putting, _Inspecting):
+    for _attribute, _member in vars(_part).items():
+        if not _attribute.startswith("_") and callable(_member):
+            _member.__qualname__ = f"AsyncQueue.{_attribute}"
