@@ -185,6 +185,7 @@ def test_anonymous_queues_and_an_int_as_maxsize(url: str, prefix: str, r: redis.
         await q.put("x")
         assert _sync(url, prefix, q.name, create=False).get(block=False) == "x"  # reachable by name
         await q.delete()
+        await bounded.delete()
         await bounded.disconnect()
         await q.disconnect()
 

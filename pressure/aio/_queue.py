@@ -35,7 +35,6 @@ import contextlib
 import dataclasses
 import multiprocessing.util
 import numbers
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
@@ -43,14 +42,13 @@ from typing import Any, TypeVar
 import redis
 
 from .. import identity, serializers
-from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import (ACK, CLOSE, CREATE, DELETE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, SET_BOUND, DeleteStatus,
-                        QueueScript, SetBoundStatus)
-from .._roles import CONSUMER, PRODUCER, _Roles
+from .._records import _CLOSED, _NEGATIVE, _NO_QUEUE
+from .._scripts import ACK, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
+from .._roles import _Roles
 from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value, _ttl_value
 from .._consumer_state import OWING_MOST
 from .._departure import Departure
-from .._lifecycle import _EXIT_PRIORITY, _delete_at_exit, attached_bound, created_bound, not_there
+from .._lifecycle import _EXIT_PRIORITY, _delete_at_exit
 from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
@@ -67,17 +65,15 @@ from ..signing import Authkey, payload_serializer, resolve_authkey
 from ._getconn import _Conn
 from ._getting import _Getting
 from ._inspect import _Inspecting
+from ._lifecycle import _Lifecycle
 from ._link import _Link, config_of_client
 from ._putting import _Putting
 from ._reliable import AsyncDelivery, _Settling
 
 T = TypeVar("T")
 
-#: How long to wait to create a queue that is being deleted.
-_CREATE_WAIT = 5.0
 
-
-class AsyncQueue(_Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
+class AsyncQueue(_Lifecycle[T], _Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
     (the default mode, or ``reliable=True``), ``asyncio.Queue``'s names.
 
@@ -251,51 +247,6 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
         return await self._run(script.name, (*script.keys(self._keys), *call_keys), script.check(args),
                                mutating=mutating)
 
-    async def open(self) -> AsyncQueue[T]:
-        """Create the queue if it does not exist, else attach to it (QueueExistsError if
-        ``maxsize`` was given and differs, or the queue is of another kind). Idempotent."""
-        if self._opened:
-            return self
-        if not self._create_missing:
-            await self._attach()
-            self._opened = True
-            return self
-        k = self._keys
-        deadline = time.monotonic() + _CREATE_WAIT
-        while True:
-            # (a bound not named: see Lifecycle._create)
-            reply = await self._link.run(
-                "create" + self._variant, CREATE.keys(k), CREATE.check(
-                    (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
-            if created_bound(reply, self._name, self._KIND, self._bound, self._parse_bound) is not None:
-                break
-            if time.monotonic() > deadline:
-                raise PressureError(f"queue {self._name!r} is being deleted, or an interrupted delete "
-                                    f"left its keys behind: cannot create it now")
-            await asyncio.sleep(0.02)
-        self._opened = True
-        return self
-
-    async def _attach(self) -> None:
-        """``create=False``: the queue must exist (QueueDoesNotExist), as ``pressure.Queue``'s
-        (``Lifecycle._attach``): with ``maxsize``, it sets the bound of a queue created
-        without one, and must agree with one named already."""
-        k, variant = self._keys, self._variant
-
-        async def info() -> Any:  # (not self._call: the handle is not open yet)
-            return await self._link.run("info" + variant, INFO.keys(k), INFO.check((1,)), mutating=False)
-
-        if not (await info())[0]:
-            raise not_there(self._name, self._prefix)
-        if self._bound is None:
-            return
-        status = await self._link.run("set_bound" + variant, SET_BOUND.keys(k), SET_BOUND.check((self._bound, "unset")))
-        if status == SetBoundStatus.NO_QUEUE:
-            raise await self._missing()
-        if status == SetBoundStatus.NAMED:
-            attached_bound(self._name, self._parse_bound((await info())[2]), self._bound)
-
     def _parse_bound(self, raw: bytes | str) -> int:
         text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
         if not (text.isascii() and text.isdigit() and len(text) <= 15):
@@ -463,54 +414,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
             await self._link.command("XREAD", "XREAD", "BLOCK", max(int(self._link.slice * 1000), 1),
                                      "STREAMS", stream, last)
 
-    # -- close, shutdown, delete, the handle ------------------------------------------------
-
-    async def close(self) -> None:
-        """Close the queue for every client (protocol Close), as ``pressure.Queue.close``:
-        puts raise ShutDown, gets drain what is left, then raise ShutDown."""
-        k = self._keys
-        while True:
-            result = await self._call(CLOSE, self._client_id, k.inbox_prefix)
-            if result == _NO_QUEUE:
-                raise await self._missing()
-            if result != _BUSY:
-                return
-            await asyncio.to_thread(self._roles.wait_for_role, PRODUCER, self._link.slice)
-
-    async def shutdown(self, immediate: bool = False) -> None:
-        """``close()``; with ``immediate``, also discard what is queued (gets raise ShutDown
-        at once), as ``pressure.Queue.shutdown``."""
-        await self.close()
-        if not immediate:
-            return
-        while True:
-            result = await self._call(DRAIN, self._client_id)
-            if result == _NO_QUEUE:
-                raise await self._missing()
-            if result != _BUSY:
-                return
-            await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, self._link.slice)
-
-    async def delete(self) -> None:
-        """Delete the queue and every key it has (protocol Delete), as ``pressure.Queue.delete``:
-        unread items are lost; blocked clients wake (QueueDoesNotExist); the keys go in one
-        step once neither role is held."""
-        k = self._keys
-        prefixes = (k.inbox_prefix, k.inflight_prefix, k.held_prefix, k.logs)
-        result = await self._call(DELETE, "begin", *prefixes)
-        if self._exit_delete is not None:
-            self._exit_delete.cancel()
-            self._exit_delete = None
-        while True:
-            if result == DeleteStatus.DELETED:
-                return
-            if result == DeleteStatus.NO_QUEUE:
-                raise await self._missing()
-            if result == DeleteStatus.RECREATED:
-                raise PressureError(f"queue {self._name!r} was created again while being deleted")
-            await asyncio.to_thread(self._roles.wait_for_role, PRODUCER if result == DeleteStatus.WAIT_PRODUCER
-                                    else CONSUMER, self._link.slice)
-            result = await self._call(DELETE, "finish", *prefixes)
+    # -- the handle ----------------------------------------------------------------------
 
     async def disconnect(self) -> None:
         """Let what cancelled calls left running end (clean-ups included), then close this
@@ -570,7 +474,7 @@ class AsyncPriorityQueue(AsyncLifoQueue[T]):
 
 # The public methods AsyncQueue takes from its parts carry its name, so that an error about a
 # call (``AsyncQueue.put() got an unexpected keyword argument ...``) names the class users know.
-for _part in (_Getting, _Settling, _Putting, _Inspecting):
+for _part in (_Getting, _Settling, _Putting, _Inspecting, _Lifecycle):
     for _attribute, _member in vars(_part).items():
         if not _attribute.startswith("_") and callable(_member):
             _member.__qualname__ = f"AsyncQueue.{_attribute}"
