@@ -82,6 +82,10 @@ class AsyncQueue(_Lifecycle[T], _Getting[T], _Settling[T], _Putting[T], _Inspect
     call that needs it. Calls that ask the server are coroutines, including those that are
     plain methods on ``asyncio.Queue`` (``qsize``, ``empty``, ``full``, ``put_nowait``,
     ``get_nowait``, ``task_done``): each is a round trip.
+
+    The arguments are ``pressure.Queue``'s, with its defaults and errors: ``name=None`` (or an
+    integer in its place, the maxsize) makes an anonymous queue, deleted as this process exits;
+    ``create=False`` attaches only (QueueDoesNotExist at the first call if there is none).
     """
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
