@@ -15,8 +15,9 @@ from ._records import DeadLetter, InFlight, QueueStatistics, TaskInfo, _held_ent
 from .errors import ProtocolError
 from .keys import QueueKeys
 
-__all__ = ["statistics_reads", "statistics_of", "peek_read", "peek_items", "in_flight_reads", "in_flight_of", "dead_letters_of",
-           "check_task_id", "task_info_of", "repair_reset", "log_repaired", "log_kick", "log_purge"]
+__all__ = ["statistics_reads", "statistics_of", "peek_read", "peek_items", "in_flight_reads", "in_flight_of",
+           "dead_letters_of", "check_task_id", "task_info_of", "repair_reset", "log_repaired", "log_kick",
+           "log_purge"]
 
 
 def _now(reply: Sequence[Any]) -> float:

@@ -232,7 +232,8 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
     def _peek_items(self, n: int) -> list[bytes]:
         """The next ``n`` stored items, next-out first."""
         client = self._backend.client()
-        return peek_items(True, self._backend.call("LRANGE", client.execute_command, *peek_read(True, self._keys.base, n)))
+        return peek_items(True, self._backend.call("LRANGE", client.execute_command,
+                                                   *peek_read(True, self._keys.base, n)))
 
     # -- identity and configuration -------------------------------------------------
 
