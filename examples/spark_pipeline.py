@@ -9,8 +9,10 @@ A word count split between Spark and plain Python processes:
    counts into the unbounded queue "results".
 3. A Spark structured streaming query reads "results" and sums the counts per word.
 
-At the end the totals are checked against a word count done in plain Python: "OK" and
-exit 0, else "MISMATCH" and exit 1. Redis: REDIS_URL if set, else a private redis-server
+Each phase is printed as it starts (most of a run is Spark starting up and its Python
+processes connecting back), and while Spark writes, every PROGRESS_EVERY seconds, how many
+lines are in and at what rate. At the end the totals are checked against a word count done
+in plain Python: "OK" and exit 0, else "MISMATCH" and exit 1. Redis: REDIS_URL if set, else a private redis-server
 started for the run. The queues get random names and are deleted at the end.
 
     python3 -m venv .venv && .venv/bin/python -m pip install -q -e '.[spark,server]'
@@ -30,13 +32,15 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TextIO
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a source checkout
 import pressure
 from pressure.testing import RedisServer
 
 LINES, WORKERS, MAXSIZE, BATCH = 20_000, 3, 200, 100
+PROGRESS_EVERY = 2.0  # seconds between progress lines while Spark writes
 VOCABULARY = ("pressure queue spark redis worker batch stream bound block wait put get row "
               "line word count sum the a of to and in is it").split()
 
@@ -83,11 +87,63 @@ def sample_peak(queue: pressure.Queue[dict], peak: list[int], stop: threading.Ev
         peak[0] = max(peak[0], queue.qsize())
 
 
-def run(spark, url: str, tmp: str, work: pressure.Queue[dict], results: pressure.Queue[dict]
-        ) -> tuple[dict[str, int], float, float, int]:
+class Progress:
+    """Prints what the run is doing, as it goes: each phase as it starts, and the rows written
+    so far with their rate (``report``), each line stamped with the seconds since the start."""
+
+    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.clock = clock
+        self.started = clock()
+        self._last = (self.started, 0)  # (when, rows written) at the last report
+        self._counted = 0
+        self._waiting: tuple[str, float] | None = None  # what the run waits for, told when
+
+    def _print(self, text: str) -> None:
+        print(f"[{self.clock() - self.started:5.1f} s] {text}", file=self.out, flush=True)
+
+    def phase(self, text: str) -> None:
+        """A phase starts."""
+        self._print(text)
+
+    def report(self, written: int, counted: int, total: int) -> None:
+        """``written`` of ``total`` rows are in the work queue, ``counted`` of them taken by
+        the workers: how far, and the write's rate since the last report (or the phase); if
+        neither moved, what the run waits for (again after 10 s of the same)."""
+        now = self.clock()
+        when, before = self._last
+        if (written, counted) == (before, self._counted):  # nothing moved: say what it waits for
+            waiting = ("Spark's write tasks are starting (each starts a Python worker)" if written == 0
+                       else "every line is in: Spark ends its write job" if written >= total
+                       else "the write waits for room in 'work'")
+            if self._waiting is None or self._waiting[0] != waiting or now - self._waiting[1] >= 10:
+                self._waiting = (waiting, now)
+                self._print(f"  {waiting}")
+            return
+        rate = (written - before) / (now - when) if now > when else 0.0
+        self._last, self._counted, self._waiting = (now, written), counted, None
+        self._print(f"  {written:,}/{total:,} lines written ({rate:,.0f} rows/s), "
+                    f"{counted:,} taken by the workers")
+
+    def restart_rate(self) -> None:
+        """The rate of the next report counts from now (a phase that writes starts)."""
+        self._last = (self.clock(), self._last[1])
+
+
+def watch(work: pressure.Queue[dict], progress: Progress, stop: threading.Event) -> None:
+    """A progress line every PROGRESS_EVERY seconds from the work queue's counters (what went
+    in, what the workers took), until ``stop`` is set."""
+    while not stop.wait(PROGRESS_EVERY):
+        stats = work.statistics()
+        progress.report(stats.produced_messages, stats.consumed_messages, LINES)
+
+
+def run(spark, url: str, tmp: str, work: pressure.Queue[dict], results: pressure.Queue[dict],
+        progress: Progress) -> tuple[dict[str, int], float, float, int]:
     from pyspark.sql import functions as F
 
     # 3. the stream starts first and sums whatever the workers have put so far
+    progress.phase("starting the streaming query on 'results' (Spark starts its Python source process)")
     query = (spark.readStream.format("pressure").option("url", url).option("serializer", "json")
              .schema("word string, n long").load(results.name)
              .groupBy("word").agg(F.sum("n").alias("n"))
@@ -100,6 +156,7 @@ def run(spark, url: str, tmp: str, work: pressure.Queue[dict], results: pressure
 
     # 2. the workers: spawn, not fork, as this process runs a JVM and threads; daemons, so
     # that if this script fails they go with it instead of waiting for work forever
+    progress.phase(f"starting {WORKERS} worker processes")
     ctx = multiprocessing.get_context("spawn")
     workers = [ctx.Process(target=count_words, args=(work, results), daemon=True)
                for _ in range(WORKERS)]
@@ -108,8 +165,12 @@ def run(spark, url: str, tmp: str, work: pressure.Queue[dict], results: pressure
 
     # 1. Spark writes the lines. save() returns once every row is in "work": whenever the
     # queue was full, a put_many waited for a worker to make room (at most "timeout" s).
+    progress.phase(f"Spark writes {LINES:,} lines into 'work' (bounded at {MAXSIZE}); the workers count them")
     peak, stop = [0], threading.Event()
     threading.Thread(target=sample_peak, args=(work, peak, stop), daemon=True).start()
+    progress.restart_rate()
+    watcher = threading.Thread(target=watch, args=(work, progress, stop), daemon=True)
+    watcher.start()
     started = time.monotonic()
     (spark.read.schema("id long, text string").json(os.path.join(tmp, "lines.json"))
      .repartition(2)  # two Spark tasks put in parallel
@@ -118,12 +179,16 @@ def run(spark, url: str, tmp: str, work: pressure.Queue[dict], results: pressure
      .save(work.name))
     written = time.monotonic() - started
     stop.set()
+    watcher.join()
+    progress.phase(f"the write is done: {LINES:,} lines in {written:.1f} s ({LINES / written:,.0f} rows/s)")
 
+    progress.phase("closing 'work': the workers finish what is queued, then stop")
     work.close()  # no more lines: the workers finish what is queued, then get ShutDown
     for p in workers:
         p.join()
     if any(p.exitcode != 0 for p in workers):
         raise RuntimeError(f"worker exit codes: {[p.exitcode for p in workers]}")
+    progress.phase("the stream sums the last results")
     query.processAllAvailable()  # every result the workers put is now in the sums
     elapsed = time.monotonic() - started
     got = {row.word: row.n for row in spark.table("word_counts").collect()}
@@ -138,21 +203,25 @@ def main() -> int:
 
     import pressure.spark
 
+    progress = Progress()
     with tempfile.TemporaryDirectory(prefix="spark-pipeline-") as tmp, redis_url() as url:
+        progress.phase(f"generating {LINES:,} lines of text")
         expected = make_dataset(os.path.join(tmp, "lines.json"))
         tag = uuid.uuid4().hex[:8]
         work: pressure.Queue[dict] = pressure.Queue(f"spark-pipeline-{tag}-work", maxsize=MAXSIZE,
                                                     url=url, serializer="json")
         results: pressure.Queue[dict] = pressure.Queue(f"spark-pipeline-{tag}-results", url=url,
                                                        serializer="json")
+        progress.phase("starting Spark (local[2]): a JVM, a few seconds")
         spark = (SparkSession.builder.master("local[2]").appName("pressure-spark-pipeline")
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         pressure.spark.register(spark)  # the "pressure" format
         try:
-            got, written, elapsed, peak = run(spark, url, tmp, work, results)
+            got, written, elapsed, peak = run(spark, url, tmp, work, results, progress)
         finally:
+            progress.phase("stopping Spark, deleting the queues")
             spark.stop()
             for q in (work, results):
                 q.delete()  # every key, the stream's log of "results" included

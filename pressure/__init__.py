@@ -34,6 +34,9 @@ from .errors import TLSError as TLSError
 from .keys import QueueKeys as QueueKeys
 from .ordered import LifoQueue as LifoQueue
 from .ordered import PriorityQueue as PriorityQueue
+from .queue import DeadLetter as DeadLetter
+from .queue import Delivery as Delivery
+from .queue import InFlight as InFlight
 from .queue import Queue as Queue
 from .queue import QueueStatistics as QueueStatistics
 from .sharded import ShardedQueue as ShardedQueue
@@ -50,6 +53,9 @@ __all__ = [
     "ShardedQueue",
     "ShardedStatistics",
     "QueueStatistics",
+    "Delivery",
+    "DeadLetter",
+    "InFlight",
     "QueueKeys",
     "PressureError",
     "Full",

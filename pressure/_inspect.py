@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from . import serializers
+from ._reading import statistics_of, statistics_reads
 from ._records import QueueStatistics
 from ._scripts import INFO, SET_BOUND, STATS, QueueScript, SetBoundStatus
 from ._validate import Options, _count, _maxsize_value
@@ -124,40 +125,13 @@ class Inspection(Generic[T]):
         """Return a snapshot of the queue's counters (one atomic round trip)."""
         self._own_posted()  # this handle's own get's drop, task_done()s count
         k = self._keys
-        client = self._backend.client()
-        pipe = client.pipeline(transaction=True)
-        pipe.mget(k.bound, k.produced_messages, k.produced_bytes, k.consumed_messages,
-                  k.consumed_bytes, k.tasks_done, k.discarded, k.producer, k.consumer)
-        pipe.exists(k.closed)
-        pipe.llen(k.dead)
+        pipe = self._backend.client().pipeline(transaction=True)
+        for read in statistics_reads(k):
+            pipe.execute_command(*read)  # type: ignore[no-untyped-call]
         values, closed, dead = self._backend.call("statistics", pipe.execute)
-        bound_raw, *counters, producer, consumer = values
-        if bound_raw is None:
+        if values[0] is None:
             raise self._missing(forget=False)
-        names = (k.produced_messages, k.produced_bytes, k.consumed_messages, k.consumed_bytes,
-                 k.tasks_done, k.discarded)
-        for name, value in zip(names, counters):
-            if value is not None and not value.lstrip(b"-").isdigit():
-                raise ProtocolError(f"{name} holds {value!r}, not an integer")
-        pm, pb, cm, cb, done, discarded = (int(v or 0) for v in counters)
         # the items by state (counted as info.lua counts them for qsize()) and the lifecycle's
         # figures: a second atomic step (lua/stats.lua)
-        ready, delayed, taken, _, consumers, unfinished, _, *flat = self._call(
-            STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
-        counts = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        # every take ends given back (returned), dead-lettered, deleted, still taken, or settled:
-        # acknowledged (in the default mode and by a spec client, as the get returned it); a
-        # kick takes its dead letters back out of cm, but for those that expired, never taken
-        take = cm + counts.get("returned", 0) + counts.get("kick", 0) - counts.get("kick_expired", 0)
-        ack = take - counts.get("returned", 0) - counts.get("dead", 0) - counts.get("delete_taken", 0) - taken
-        calls = {"put": pm, "take": take, "ack": max(ack, 0),
-                 **{name: counts.get(name, 0) for name in ("release", "bury", "kick", "delete")}}
-        return QueueStatistics(
-            name=self._name, size=ready, maxsize=self._parse_bound(bound_raw), closed=bool(closed),
-            produced_messages=pm, produced_bytes=pb, consumed_messages=cm, consumed_bytes=cb,
-            discarded_messages=discarded, unfinished_tasks=unfinished, dead_letters=dead,
-            producer=None if producer is None else producer.decode(errors="replace"),
-            consumer=None if consumer is None else consumer.decode(errors="replace"),
-            delayed=delayed, taken=taken, done=done, expired=counts.get("expired", 0), calls=calls,
-            consumers=consumers,
-        )
+        stats = self._call(STATS, k.inbox_prefix, k.inflight_prefix, k.held_prefix, mutating=False)
+        return statistics_of(self._name, k, values, closed, dead, stats, self._parse_bound)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from . import _log, serializers
@@ -71,6 +72,35 @@ def _delete_at_exit(cls: type[Queue[Any]], state: dict[str, Any]) -> None:
                    "%r at exit: %s", queue.name, exc, queue=queue.name, key=queue.keys.base, error=str(exc))
     finally:
         queue.disconnect()
+
+
+def created_bound(reply: Any, name: str, kind: str, maxsize: int | None,
+                  parse_bound: Callable[[bytes | str], int]) -> int | None:
+    """Check create.lua's reply: the queue's bound; None if a Delete is running or was
+    interrupted (create again, a little later); QueueExistsError if the queue is of another
+    kind or bound. (The sync handles' and pressure.aio's.)"""
+    status, stored = reply
+    if status == CreateStatus.OTHER_KIND:
+        other = stored.decode() if isinstance(stored, bytes) else str(stored)
+        raise QueueExistsError(f"queue {name!r} already exists as a {other} queue, not a {kind} queue")
+    if status == CreateStatus.DELETING:
+        return None
+    bound = parse_bound(stored)
+    if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
+        raise QueueExistsError(f"queue {name!r} already exists with maxsize={bound}, not {maxsize}")
+    return bound
+
+
+def not_there(name: str, prefix: str) -> QueueDoesNotExist:
+    """``create=False`` on a queue that does not exist."""
+    return QueueDoesNotExist(f"queue {name!r} does not exist (create=False attaches only; "
+                             f"check the name, the prefix {prefix!r} and the server)")
+
+
+def attached_bound(name: str, stored: int, maxsize: int) -> None:
+    """``create=False`` with ``maxsize`` on a queue whose bound was named already: it must agree."""
+    if stored != maxsize:
+        raise QueueExistsError(f"queue {name!r} already exists with maxsize={stored}, not {maxsize}")
 
 
 class Lifecycle(Generic[T]):
@@ -176,39 +206,22 @@ class Lifecycle(Generic[T]):
                  k.held_prefix, k.logs, "" if maxsize is None else "1"])
 
     def _created(self, reply: Any, maxsize: int | None) -> int | None:
-        """Check create.lua's reply: the queue's bound; None if a Delete is running or was
-        interrupted (create again, a little later: ``_create`` waits for it); QueueExistsError
-        if the queue is of another kind or bound."""
-        status, stored = reply
-        if status == CreateStatus.OTHER_KIND:
-            kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-            raise QueueExistsError(
-                f"queue {self._name!r} already exists as a {kind} queue, not a {self._KIND} queue"
-            )
-        if status == CreateStatus.DELETING:
-            return None
-        bound = self._parse_bound(stored)
-        if status == CreateStatus.EXISTED and maxsize is not None and bound != maxsize:
-            raise QueueExistsError(
-                f"queue {self._name!r} already exists with maxsize={bound}, not {maxsize}"
-            )
-        return bound
+        """Check create.lua's reply: ``created_bound``."""
+        return created_bound(reply, self._name, self._KIND, maxsize, self._parse_bound)
 
     def _attach(self, maxsize: int | None) -> None:
         """``create=False``: the queue must exist already (of this kind, and with ``maxsize``
         if one is given: it sets the bound of a queue created without one, as ``_create``
         does). One read-only round trip without ``maxsize``, nothing written."""
         if not self.exists:
-            raise QueueDoesNotExist(f"queue {self._name!r} does not exist (create=False attaches only; "
-                                    f"check the name, the prefix {self._prefix!r} and the server)")
+            raise not_there(self._name, self._prefix)
         if maxsize is None:
             return
         status = self._call(SET_BOUND, maxsize, "unset")
         if status == SetBoundStatus.NO_QUEUE:
             raise self._missing()
-        if status == SetBoundStatus.NAMED and self.maxsize != maxsize:
-            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={self.maxsize}, "
-                                   f"not {maxsize}")
+        if status == SetBoundStatus.NAMED:
+            attached_bound(self._name, self.maxsize, maxsize)
 
     # -- close, shutdown, delete ----------------------------------------------------
 

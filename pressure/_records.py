@@ -5,8 +5,9 @@ dead letters, repair reports)."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeVar
 
 from ._scripts import GetStatus, PutStatus
 
@@ -35,6 +36,18 @@ def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
     return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
 
 
+def _item(loads: Callable[[bytes], Any] | None, payload: bytes) -> Any:
+    """``loads(payload)``: the ``item`` of an in-flight record or a dead letter."""
+    if loads is None:
+        raise TypeError("this record was not listed by a queue: it has no serializer to read its payload")
+    return loads(payload)
+
+
+def _reduce(record: Any) -> tuple[Any, ...]:
+    """Pickle a listed record without its serializer (which may hold an authkey)."""
+    return type(record), tuple(getattr(record, f.name) for f in fields(record) if f.name != "_loads")
+
+
 def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
     """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
     first, ms, counts = _batch_header(header)
@@ -56,11 +69,26 @@ class InFlight:
     age: float
     #: The raw payload.
     payload: bytes
+    #: How the queue that listed it reads a payload (its serializer, verifying first with an
+    #: authkey); None for a record made by hand.
+    _loads: Callable[[bytes], Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def task_id(self) -> str:
         """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
         return hashlib.sha1(self.payload).hexdigest()
+
+    @property
+    def item(self) -> Any:
+        """The item, deserialized from ``payload`` on each access, as ``get()`` would: with an
+        authkey, verified first. A payload that does not decode raises what ``get()`` raises
+        for it (``DeserializationError`` carrying the raw bytes; ``IntegrityError``, a
+        subclass, for a signature that does not verify), here only: listing never fails on
+        one bad payload."""
+        return _item(self._loads, self.payload)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +104,26 @@ class DeadLetter:
     age: float
     #: The raw payload.
     payload: bytes
+    #: How the queue that listed it reads a payload (its serializer, verifying first with an
+    #: authkey); None for a record made by hand.
+    _loads: Callable[[bytes], Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def task_id(self) -> str:
         """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
         return hashlib.sha1(self.payload).hexdigest()
+
+    @property
+    def item(self) -> Any:
+        """The item, deserialized from ``payload`` on each access, as ``get()`` would: with an
+        authkey, verified first. A payload that does not decode raises what ``get()`` raises
+        for it (``DeserializationError`` carrying the raw bytes; ``IntegrityError``, a
+        subclass, for a signature that does not verify), here only: listing never fails on
+        one bad payload."""
+        return _item(self._loads, self.payload)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce(self)
 
     @property
     def reason(self) -> str:

@@ -149,6 +149,20 @@ def _meta_arg(ttl: Any, ttr: Any, default_ttl: float | None, dead: bool, key: An
     return f"{ttl_ms}|{ttr_ms}|{'d' if dead and ttl_ms else ''}|{key or ''}"
 
 
+def _put_args(kind: str, options: Options, delay: Any, ttl: Any, ttr: Any, key: Any) -> tuple[str, str]:
+    """A put's ``delay``, ``ttl``, ``ttr`` and ``key`` as put.lua reads them (ARGV[7] and [8]),
+    for a handle of ``kind`` with ``options`` (its default ttl): ValueError/TypeError before
+    any round trip. (The sync and asyncio handles alike.)"""
+    delay_ms = _delay_ms("delay", delay)
+    if ttl is None and ttr is None and key is None and options.ttl is None:
+        return delay_ms, ""
+    if key is not None and kind != "fifo":
+        raise ValueError(f"key= (utube) is for FIFO queues, not {kind} ones")
+    if key is not None and delay_ms:
+        raise ValueError("key= (utube) and delay= cannot be combined")
+    return delay_ms, _meta_arg(ttl, ttr, options.ttl, options.dead_letter_expired, key)
+
+
 def _ttl_value(ttl: Any) -> float | None:
     """A queue's default ttl (seconds), or None."""
     if ttl is None:

@@ -152,6 +152,13 @@ class Backend(Wire):
             self._load_on(conn, name)
             reply, confirmed = once()
         result = self._check(reply, what, True)
+        self.check_replicated(what, confirmed, durability)
+        return result
+
+    def check_replicated(self, what: str, confirmed: Any, durability: Durability) -> None:
+        """NotReplicated unless ``confirmed``, the reply of the WAIT sent behind ``what`` (a
+        script that ran), counts as many replicas as ``durability`` asks. (The sync handles'
+        and pressure.aio's.)"""
         if isinstance(confirmed, redis.RedisError):  # e.g. WAIT refused by a proxy
             raise NotReplicated(f"{what} on {self.config.url} ran, but WAIT failed: {confirmed}",
                                 0, durability.replicas) from confirmed
@@ -163,7 +170,6 @@ class Backend(Wire):
                 f"{durability.replicas} asked confirmed it within {durability.timeout:g} s: it is "
                 f"lost if the master fails before a replica has it", int(confirmed or 0),
                 durability.replicas)
-        return result
 
     def pipeline(self, calls: Sequence[tuple[PackedScript, Sequence[bytes | str | int]]], *,
                  pooled: bool = False, after: Sequence[bytes] = (), load: Sequence[str] = (),

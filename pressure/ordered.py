@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from ._reading import peek_items, peek_read
 from .ordering import order_key
 from .queue import Queue
 
@@ -46,7 +47,8 @@ class _OrderedQueue(Queue[T]):
 
     def _peek_items(self, n: int) -> list[bytes]:
         client = self._backend.client()
-        return list(self._backend.call("ZRANGE", client.zrange, self._keys.base, 0, n - 1))
+        return peek_items(False, self._backend.call("ZRANGE", client.execute_command,
+                                                    *peek_read(False, self._keys.base, n)))
 
 
 class LifoQueue(_OrderedQueue[T]):

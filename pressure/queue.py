@@ -69,11 +69,12 @@ from ._consumer import _Consumer
 from ._inspect import Inspection
 from ._lifecycle import _EXIT_PRIORITY, Lifecycle, _delete_at_exit
 from ._producer import _Producer
+from ._reading import peek_items, peek_read
 from ._records import DeadLetter, InFlight, QueueStatistics, RepairReport
 from ._scripts import ACK, FORGET, GET, PUT, PutStatus, QueueScript
 from ._roles import _Roles
 from ._validate import MAX_BOUND as MAX_BOUND  # the largest maxsize, importable from here too
-from ._validate import _TIMEOUT_MESSAGE, Options, _count, _delay_ms, _maxsize_value, _meta_arg, _timeout_value, _ttl_value
+from ._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _put_args, _timeout_value, _ttl_value
 from .connection import Backend, ConnectionConfig
 from .errors import Full, PressureError, QueueDoesNotExist, ShutDown
 from .durability import Durability
@@ -230,8 +231,9 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
 
     def _peek_items(self, n: int) -> list[bytes]:
         """The next ``n`` stored items, next-out first."""
-        raw = self._backend.call("LRANGE", self._backend.client().lrange, self._keys.base, -n, -1)
-        return list(reversed(raw))
+        client = self._backend.client()
+        return peek_items(True, self._backend.call("LRANGE", client.execute_command,
+                                                   *peek_read(True, self._keys.base, n)))
 
     # -- identity and configuration -------------------------------------------------
 
@@ -314,8 +316,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         place of the consumer's ``visibility_timeout``. ``key`` (utube; FIFO queues): items of
         one key are handed out one at a time, in order, each once the previous one is done.
         """
-        delay_ms = _delay_ms("delay", delay)
-        meta = self._meta(ttl, ttr, key, delay_ms)
+        delay_ms, meta = _put_args(self._KIND, self._options, delay, ttl, ttr, key)
         payload = self._producer.payload(item)
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
@@ -344,8 +345,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         items, and no more bytes than the server accepts for one item. ``delay`` delays every
         item as ``put`` does (same due time, in order); ``ttl``, ``ttr`` and ``key`` apply to each.
         """
-        delay_ms = _delay_ms("delay", delay)
-        meta = self._meta(ttl, ttr, key, delay_ms)
+        delay_ms, meta = _put_args(self._KIND, self._options, delay, ttl, ttr, key)
         items = items if isinstance(items, (list, tuple)) else list(items)
         payloads = self._producer.dumps_all(items)
         orders = self._order_keys(items)
@@ -362,24 +362,14 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
             exc.items_put = total - len(payloads)
             raise
 
-    def _meta(self, ttl: float | None, ttr: float | None, key: str | None, delay_ms: str) -> str:
-        """put.lua's ttl, ttr and key argument (validated: ValueError/TypeError before any
-        round trip)."""
-        if ttl is None and ttr is None and key is None and self._options.ttl is None:
-            return ""
-        if key is not None and self._KIND != "fifo":
-            raise ValueError(f"key= (utube) is for FIFO queues, not {self._KIND} ones")
-        if key is not None and delay_ms:
-            raise ValueError("key= (utube) and delay= cannot be combined")
-        return _meta_arg(ttl, ttr, self._options.ttl, self._options.dead_letter_expired, key)
-
-    def put_nowait(self, item: T) -> None:
+    def put_nowait(self, item: T, *, delay: float | None = None, ttl: float | None = None,
+                   ttr: float | None = None, key: str | None = None) -> None:
         """Put an item into the queue without blocking.
 
         Only enqueue the item if a free slot is immediately available.
-        Otherwise raise the Full exception.
+        Otherwise raise the Full exception. ``delay``, ``ttl``, ``ttr`` and ``key``: see ``put``.
         """
-        self.put(item, block=False)
+        self.put(item, block=False, delay=delay, ttl=ttl, ttr=ttr, key=key)
 
     # -- get ----------------------------------------------------------------------
 

@@ -10,18 +10,20 @@ delivered and not settled (``in_flight``, ``dead_letters``, ``kick``, ``purge_de
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
-import logging
 from dataclasses import dataclass, field
 from collections.abc import Callable, MutableSequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import redis
 
-from . import _log, serializers
+from . import serializers
 from ._scripts import (FIND_ITEM, JOIN_CHECK, KICK, REPAIR, TOUCH, AckStatus, FindStatus, JoinCheckStatus,
                        QueueScript, RepairStatus)
-from ._records import DeadLetter, InFlight, RepairReport, TaskInfo, _held_entries, _parse_entry
+from ._reading import (check_task_id, dead_letters_of, in_flight_of, in_flight_reads, log_kick, log_purge,
+                       log_repaired, repair_reset, task_info_of)
+from ._records import DeadLetter, InFlight, RepairReport, TaskInfo
 from ._validate import Options, _count, _delay_ms
 from .connection import Backend, PackedScript, refused_for_now
 from .errors import BackendError, OutcomeUnknown, QueueDoesNotExist
@@ -476,29 +478,13 @@ class Reliability(Generic[T]):
     def in_flight(self) -> list[InFlight]:
         """Every item delivered and not yet acknowledged, with its consumer, age and delivery count."""
         self._settle_owed(flush=True)
-        k = self._keys
         client = self._backend.client()
-        consumers = self._backend.call("HGETALL", client.hgetall, k.consumers)
+        consumers = list(self._backend.call("HGETALL", client.hgetall, self._keys.consumers))
         pipe = client.pipeline(transaction=True)
-        pipe.time()
-        for consumer in consumers:
-            name = consumer.decode(errors="replace")
-            pipe.lrange(k.inflight(name), 0, -1)
-            pipe.lrange(k.inbox(name), 0, -1)
-            pipe.lrange(k.held(name), 0, -1)
+        for read in in_flight_reads(self._keys, consumers):
+            pipe.execute_command(*read)  # type: ignore[no-untyped-call]
         replies = self._backend.call("in_flight", pipe.execute)
-        now_s, now_us = replies[0]
-        now = now_s + now_us / 1e6
-        out: list[InFlight] = []
-        for i, consumer in enumerate(consumers):
-            inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
-            entries = [_parse_entry(e) for e in inflight + inbox if not e.startswith(b"s:")]
-            if held:
-                entries += _held_entries(held[0], held[:0:-1])
-            for seq, deliveries, ms, payload in entries:
-                out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
-                                    max(now - ms / 1000, 0.0), self._unwrap(payload)))
-        return out
+        return in_flight_of(consumers, replies, self._unwrap, self._item_loads())
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter list, oldest first: items delivered ``max_deliveries`` times."""
@@ -506,13 +492,14 @@ class Reliability(Generic[T]):
         pipe = client.pipeline(transaction=True)
         pipe.time()
         pipe.lrange(self._keys.dead, 0, -1)
-        (now_s, now_us), entries = self._backend.call("dead_letters", pipe.execute)
-        now = now_s + now_us / 1e6
-        out = []
-        for entry in reversed(entries):
-            seq, deliveries, ms, payload = _parse_entry(entry)
-            out.append(DeadLetter(seq, deliveries, max(now - ms / 1000, 0.0), self._unwrap(payload)))
-        return out
+        time, entries = self._backend.call("dead_letters", pipe.execute)
+        return dead_letters_of(time, entries, self._unwrap, self._item_loads())
+
+    def _item_loads(self) -> Callable[[bytes], Any]:
+        """How a listed record reads its ``item`` (``InFlight.item``, ``DeadLetter.item``): as
+        ``get()`` reads a payload (DeserializationError, IntegrityError), holding the
+        serializer, never the handle."""
+        return functools.partial(serializers.loads, self._serializer)
 
     def peek_item(self, task_id: str) -> TaskInfo[T] | None:
         """One item by its task id (``Delivery.task_id``, ``InFlight.task_id``,
@@ -527,27 +514,20 @@ class Reliability(Generic[T]):
         return self._find_item("delete", task_id)
 
     def _find_item(self, mode: str, task_id: str, own: str = "") -> TaskInfo[T] | None:
-        if not isinstance(task_id, str):
-            raise TypeError(f"task_id must be a str, not {type(task_id).__name__}")
-        if len(task_id) != 40 or any(c not in "0123456789abcdef" for c in task_id):
-            raise ValueError(f"task_id must be 40 lowercase hex digits, not {task_id!r}")
+        task_id = check_task_id(task_id)
         k = self._keys
         found = self._call(FIND_ITEM, mode, task_id, k.inbox_prefix, k.inflight_prefix, own,
                            mutating=mode == "delete")
         if found == FindStatus.NOT_FOUND:
             return None
-        state, payload, deliveries, consumer, delivery = found
-        return TaskInfo(task_id, state.decode(), serializers.loads(self._serializer, payload), int(deliveries),
-                        consumer.decode(errors="replace") or None, delivery.decode() or None)
+        return task_info_of(task_id, found, self._serializer)
 
     def kick(self, n: int | None = None) -> int:
         """Move up to ``n`` dead letters (all if None), oldest first, back to the head of the
         queue with a fresh delivery count. Returns how many moved."""
         count = -1 if n is None else _count("n", n)
         kicked = int(self._call(KICK, count))
-        if kicked:
-            _log.event(_log.QUEUE, logging.INFO, "kick", "queue %r: %d dead letters moved back to the queue",
-                       self._name, kicked, queue=self._name, key=self._keys.base, count=kicked)
+        log_kick(self._name, self._keys, kicked)
         return kicked
 
     def purge_dead(self) -> int:
@@ -556,9 +536,7 @@ class Reliability(Generic[T]):
         pipe.llen(self._keys.dead)
         pipe.delete(self._keys.dead)
         purged = int(self._backend.call("purge_dead", pipe.execute, mutating=True)[0])
-        if purged:
-            _log.event(_log.QUEUE, logging.INFO, "purge_dead", "queue %r: %d dead letters deleted",
-                       self._name, purged, queue=self._name, key=self._keys.base, count=purged)
+        log_purge(self._name, self._keys, purged)
         return purged
 
     def repair(self) -> RepairReport:
@@ -575,14 +553,11 @@ class Reliability(Generic[T]):
         result = self._call(REPAIR)
         if result == [RepairStatus.NO_QUEUE]:
             raise self._missing()
-        reset = {result[i].decode(): result[i + 1].decode() for i in range(0, len(result), 2)}
+        reset = repair_reset(result)
         recovered = []
         records = self._backend.call("HGETALL", self._backend.client().hgetall, k.consumers)
         for consumer, record in records.items():
             if self._roles.recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
                 recovered.append(consumer.decode(errors="replace"))
-        if reset or recovered:
-            _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: reset %s, recovered %s",
-                       self._name, reset, recovered, queue=self._name, key=self._keys.base, reset=reset,
-                       recovered=recovered)
+        log_repaired(self._name, k, reset, recovered)
         return RepairReport(reset, recovered)

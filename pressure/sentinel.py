@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import redis
 import redis.sentinel
 
-__all__ = ["SCHEMES", "SentinelSettings", "parse_sentinel_url", "settings_of_pool"]
+__all__ = ["SCHEMES", "SentinelSettings", "parse_sentinel_url", "settings_of_pool", "settings_of_sentinel_pool"]
 
 #: The URL schemes of a Sentinel deployment (the second: TLS to the sentinels and the servers).
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -63,15 +63,22 @@ class SentinelSettings:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        kw = dict(self.kwargs)
-        kw.setdefault("socket_connect_timeout", connection_kwargs.get("socket_connect_timeout", 3.0))
-        kw.setdefault("socket_timeout", connection_kwargs.get("socket_timeout", 5.0))
+        kw = self.sentinel_kwargs(connection_kwargs)
         kw["retry"] = Retry(NoBackoff(), 0)
         make: Any = redis.sentinel.Sentinel  # untyped in redis-py
         sentinel: redis.sentinel.Sentinel = make(
             list(self.addresses), min_other_sentinels=self.min_other_sentinels,
             sentinel_kwargs=kw, force_master_ip=self.force_master_ip)
         return sentinel
+
+    def sentinel_kwargs(self, connection_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The sentinels' own connection options (redis-py's ``sentinel_kwargs``), their
+        timeouts those of the data servers' (``connection_kwargs``) unless set. (The sync
+        handles' ``sentinel()`` and pressure.aio's.)"""
+        kw = dict(self.kwargs)
+        kw.setdefault("socket_connect_timeout", connection_kwargs.get("socket_connect_timeout", 3.0))
+        kw.setdefault("socket_timeout", connection_kwargs.get("socket_timeout", 5.0))
+        return kw
 
     def url(self, tls: bool, username: str | None, db: int) -> str:
         """The ``redis+sentinel://`` URL of this deployment, without any password."""
@@ -86,6 +93,12 @@ def settings_of_pool(pool: redis.ConnectionPool) -> SentinelSettings | None:
     any other pool. A replica's pool (``slave_for``) is refused: pressure writes."""
     if not isinstance(pool, redis.sentinel.SentinelConnectionPool):
         return None
+    return settings_of_sentinel_pool(pool)
+
+
+def settings_of_sentinel_pool(pool: Any) -> SentinelSettings:
+    """``settings_of_pool`` of a Sentinel pool, redis-py's or redis.asyncio's (the same
+    attributes): ValueError for a replica's pool."""
     if not pool.is_master:
         raise ValueError(f"connection is a replica client of Sentinel service {pool.service_name!r} "
                          f"(slave_for): pressure writes, so give it master_for({pool.service_name!r})")

@@ -30,11 +30,12 @@ class SyncOfAsync:
     def _do(self, coro: Awaitable[R]) -> R:
         return self.loop.run_until_complete(coro)  # type: ignore[arg-type]
 
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        self._do(self.aq.put(item, block, timeout))
+    def put(self, item: Any, block: bool = True, timeout: float | None = None, **lifecycle: Any) -> None:
+        self._do(self.aq.put(item, block, timeout, **lifecycle))
 
-    def put_many(self, items: list[Any], block: bool = True, timeout: float | None = None) -> None:
-        self._do(self.aq.put_many(items, block, timeout))
+    def put_many(self, items: list[Any], block: bool = True, timeout: float | None = None,
+                 **lifecycle: Any) -> None:
+        self._do(self.aq.put_many(items, block, timeout, **lifecycle))
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         return self._do(self.aq.get(block, timeout))
@@ -66,6 +67,36 @@ class SyncOfAsync:
     def disconnect(self) -> None:
         self._do(self.aq.disconnect())
 
+    # inspection and repair (properties on pressure.Queue, coroutine methods on AsyncQueue)
+
+    @property
+    def unfinished_tasks(self) -> int:
+        return self._do(self.aq.unfinished_tasks())
+
+    def statistics(self) -> Any:
+        return self._do(self.aq.statistics())
+
+    def in_flight(self) -> list[Any]:
+        return self._do(self.aq.in_flight())
+
+    def dead_letters(self) -> list[Any]:
+        return self._do(self.aq.dead_letters())
+
+    def kick(self, n: int | None = None) -> int:
+        return self._do(self.aq.kick(n))
+
+    def purge_dead(self) -> int:
+        return self._do(self.aq.purge_dead())
+
+    def peek_item(self, task_id: str) -> Any:
+        return self._do(self.aq.peek_item(task_id))
+
+    def delete_item(self, task_id: str) -> Any:
+        return self._do(self.aq.delete_item(task_id))
+
+    def repair(self) -> Any:
+        return self._do(self.aq.repair())
+
 
 class AsyncDeliveryOf:
     """An AsyncDelivery settled from synchronous code."""
@@ -73,13 +104,19 @@ class AsyncDeliveryOf:
     def __init__(self, d: Any, owner: SyncOfAsync) -> None:
         self.d = d
         self.owner = owner
-        self.item, self.deliveries, self.consumer = d.item, d.deliveries, d.consumer
+        self.item, self.deliveries, self.consumer, self.task_id = d.item, d.deliveries, d.consumer, d.task_id
 
     def ack(self) -> bool:
         return bool(self.owner._do(self.d.ack()))
 
-    def release(self) -> bool:
-        return bool(self.owner._do(self.d.release()))
+    def release(self, delay: float | None = None) -> bool:
+        return bool(self.owner._do(self.d.release(delay=delay)))
+
+    def bury(self) -> bool:
+        return bool(self.owner._do(self.d.bury()))
+
+    def delete(self) -> bool:
+        return bool(self.owner._do(self.d.delete()))
 
 
 #: The subprocess consumer: receives up to N items (non-blocking), acknowledges the first A,

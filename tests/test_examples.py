@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -325,6 +326,50 @@ def test_executor_after_uses_worker_groups_on_two_hosts(url: str, r: redis.Redis
 # -- Spark --------------------------------------------------------------------------
 
 
+def _spark_pipeline() -> Any:
+    """examples/spark_pipeline.py as a module (importing it starts nothing, needs no pyspark)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spark_pipeline", ROOT / "examples" / "spark_pipeline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spark_pipeline_prints_its_phases_and_the_write_rate() -> None:
+    import io
+
+    now = [100.0]
+    out = io.StringIO()
+    progress = _spark_pipeline().Progress(out, clock=lambda: now[0])
+    now[0] += 1.25
+    progress.phase("starting Spark")
+    progress.restart_rate()
+    for _ in range(3):  # nothing moves yet: said once, then again after 10 s of the same
+        now[0] += 5.0
+        progress.report(0, 0, 20_000)
+    now[0] += 2.0
+    progress.report(4_000, 3_500, 20_000)
+    now[0] += 4.0
+    progress.report(12_000, 11_900, 20_000)
+    progress.report(12_000, 12_000, 20_000)  # no time passed: no rate to tell
+    now[0] += 2.0
+    progress.report(20_000, 20_000, 20_000)
+    now[0] += 2.0
+    progress.report(20_000, 20_000, 20_000)
+    assert out.getvalue().splitlines() == [
+        "[  1.2 s] starting Spark",
+        "[  6.2 s]   Spark's write tasks are starting (each starts a Python worker)",
+        "[ 16.2 s]   Spark's write tasks are starting (each starts a Python worker)",
+        "[ 18.2 s]   4,000/20,000 lines written (235 rows/s), 3,500 taken by the workers",
+        "[ 22.2 s]   12,000/20,000 lines written (2,000 rows/s), 11,900 taken by the workers",
+        "[ 22.2 s]   12,000/20,000 lines written (0 rows/s), 12,000 taken by the workers",
+        "[ 24.2 s]   20,000/20,000 lines written (4,000 rows/s), 20,000 taken by the workers",
+        "[ 26.2 s]   every line is in: Spark ends its write job",
+    ]
+
+
 @pytest.mark.slow
 def test_spark_pipeline_example(url: str, r: redis.Redis) -> None:
     pytest.importorskip("pyspark")
@@ -333,6 +378,15 @@ def test_spark_pipeline_example(url: str, r: redis.Redis) -> None:
                          env={**os.environ, "REDIS_URL": url})
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "OK: Spark's sums equal the plain Python word count" in out.stdout
+    # every phase is told as it starts, in order, and the write's progress with its rate
+    phases = ["generating 20,000 lines", "starting Spark", "starting the streaming query",
+              "starting 3 worker processes", "Spark writes 20,000 lines", "the write is done: 20,000 lines in",
+              "closing 'work'",
+              "the stream sums the last results", "stopping Spark"]
+    where = [out.stdout.find(phase) for phase in phases]
+    assert -1 not in where and where == sorted(where), out.stdout
+    assert re.search(r"the write is done: 20,000 lines in [\d.]+ s \([\d,]+ rows/s\)", out.stdout), out.stdout
+    assert " 0/20,000 lines written" not in out.stdout  # a wait is told as one, not as a 0 rate
     # the bound held; whether the 5-ms sampler saw the queue exactly full depends on the
     # machine's load, so "peaked at 200/200" is not asserted (a timing fact, not a guarantee)
     peak = re.search(r"the work queue peaked at (\d+)/200 items", out.stdout)

@@ -1,6 +1,6 @@
 """Model-based test of the whole API against tests/model_reference.py, on a real redis-server.
 
-A hypothesis state machine drives one to three ``pressure.Queue`` handles (default-mode and
+A hypothesis state machine drives one to three handles, ``pressure.Queue`` or ``pressure.aio`` (default-mode and
 ``reliable=True``, each with a client id of its own) on one queue and checks every answer
 against the reference model: blocking ``get``/``receive``/``put`` with short timeouts (also
 while the handle holds other deliveries), several deliveries per handle settled in any order
@@ -28,7 +28,6 @@ import json
 import os
 import pickle
 import random
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ from pressure.aio import AsyncQueue
 from pressure.cli import cli as pressure_cli
 
 from .helpers import assert_invariants
-from .model_handles import AsyncDeliveryOf, SyncOfAsync, run_consumer
+from .model_handles import SyncOfAsync, run_consumer
 from .model_reference import Hold, Model, Outcome, Task
 
 _STORAGE = Path(__file__).resolve().parent.parent / ".hypothesis"
@@ -160,12 +159,6 @@ class ModelMachine(RuleBasedStateMachine):
     def h(self, i: int) -> Handle:
         return self.handles[i % len(self.handles)]
 
-    def sync(self, i: int) -> pressure.Queue[Any]:
-        """Handle ``i`` if it is a sync one, else the observer (for what aio handles lack)."""
-        h = self.h(i)
-        assert self.observer is not None
-        return self.observer if h.aio else h.q
-
     def reliable_handles(self) -> list[Handle]:
         return [h for h in self.handles if h.reliable]
 
@@ -190,7 +183,7 @@ class ModelMachine(RuleBasedStateMachine):
     def create(self, maxsize: int, first: bool, modes: list[tuple[str, bool]], max_deliveries: int,
                dead_expired: bool) -> None:
         """Handle 0 (sync, reliable or not) creates the queue; up to two more attach, sync or
-        pressure.aio; an observer (a default-mode sync handle) reads what aio handles cannot."""
+        pressure.aio (the same calls, awaited); an observer (a default-mode sync handle) reads too."""
         self.m = Model(max_deliveries=max_deliveries, bound=maxsize, )
         for i, (kind, reliable) in enumerate([("sync", first), *modes]):
             cid = f"h{i}.{self.prefix}"
@@ -244,10 +237,8 @@ class ModelMachine(RuleBasedStateMachine):
     def put(self, i: int, choice: int, block: str, delay: float | None, ttl: float | None,
             key: str | None) -> None:
         h = self.h(i)
-        if h.aio:  # (pressure.aio puts take no lifecycle arguments: docs, reliability.md)
-            delay = ttl = key = None
         item = self.item(choice, bool(delay or ttl or key))
-        kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
+        kw: dict[str, Any] = {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
         else:
@@ -271,10 +262,8 @@ class ModelMachine(RuleBasedStateMachine):
     def put_many(self, i: int, choices: list[int], block: str, delay: float | None,
                  ttl: float | None, key: str | None) -> None:
         h = self.h(i)
-        if h.aio:
-            delay = ttl = key = None
         items = [self.item(c, bool(delay or ttl or key)) for c in choices]
-        kw: dict[str, Any] = {} if h.aio else {"delay": delay, "ttl": ttl, "key": key}
+        kw: dict[str, Any] = {"delay": delay, "ttl": ttl, "key": key}
         if block == "nowait":
             kw["block"] = False
         else:
@@ -355,7 +344,7 @@ class ModelMachine(RuleBasedStateMachine):
         assert t is not None
         assert (d.item, d.deliveries) == (t.item, self.m.held[-1].deliveries), (d, t)
         assert h.owns(d.consumer), d.consumer
-        t.task_id = getattr(d, "task_id", None)  # (an AsyncDelivery has none)
+        t.task_id = d.task_id
 
     @rule(i=HANDLE, n=st.integers(min_value=1, max_value=4), block=BLOCK)
     def get_many(self, i: int, n: int, block: str) -> None:
@@ -384,9 +373,6 @@ class ModelMachine(RuleBasedStateMachine):
         handle's next command, within 200 ms): the handle's next command, so that every other
         handle's view sees it."""
         if h.reliable:
-            return
-        if h.aio:
-            self.eventually(lambda: self.observer.statistics().taken, self.m.taken(), "taken")
             return
         assert self.run(h.q.statistics).taken == self.m.taken()  # its own get, at once
         self.run(h.q.in_flight)  # (it sends what the handle posted first)
@@ -439,8 +425,6 @@ class ModelMachine(RuleBasedStateMachine):
         holds = self.receipts()
         o = holds[k % len(holds)]
         d = o.delivery
-        if isinstance(d, AsyncDeliveryOf) and how not in ("ack", "release"):
-            how = "ack"  # (an AsyncDelivery has ack, release and touch only)
         if how == "ack":
             assert self.run(d.ack) is True
             self.m.ack(o)
@@ -466,8 +450,6 @@ class ModelMachine(RuleBasedStateMachine):
     def settle_again(self, k: int, how: str) -> None:
         """A delivery settled already: settling it again is False and changes nothing."""
         d = self.finished[k % len(self.finished)]
-        if isinstance(d, AsyncDeliveryOf) and how == "bury":
-            how = "ack"
         assert self.run(getattr(d, how)) is False
 
     @rule(i=HANDLE)
@@ -498,10 +480,7 @@ class ModelMachine(RuleBasedStateMachine):
             def too_many() -> None:
                 h.q.task_done()
                 if posted:  # the reply's error comes with the handle's next call
-                    if h.aio:
-                        h.q.join()  # (it reads the handle's unread replies first)
-                    else:
-                        _ = h.q.unfinished_tasks
+                    _ = h.q.unfinished_tasks
 
             exc = self.raises(ValueError, too_many)
             assert str(exc) == "task_done() called too many times"
@@ -511,21 +490,8 @@ class ModelMachine(RuleBasedStateMachine):
             self.m.ack(hold)
         else:
             self.m.count_done()
-        if posted and h.aio:
-            self.eventually(lambda: self.observer.unfinished_tasks, self.unfinished(), "unfinished_tasks")
-        elif posted:
+        if posted:
             assert self.run(lambda: h.q.unfinished_tasks) == self.unfinished()
-
-    def eventually(self, read: Callable[[], Any], expected: Any, what: str) -> None:
-        """What a handle posted reaches Redis soon (docs, queues.md: with its next command, within
-        200 ms): ``read()`` (by another handle) must show ``expected`` within a generous wait."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            got = self.run(read)
-            if got == expected or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-        assert got == expected, (what, got, expected)
 
     def unfinished(self) -> int:
         return self.m.unfinished
@@ -586,12 +552,12 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(i=HANDLE, n=st.one_of(st.none(), st.integers(min_value=0, max_value=3)))
     def kick(self, i: int, n: int | None) -> None:
         expected = self.m.kick(n)
-        assert self.run(lambda: self.sync(i).kick(n)) == expected
+        assert self.run(lambda: self.h(i).q.kick(n)) == expected
 
     @precondition(lambda self: bool(self.m.dead))
     @rule(i=HANDLE)
     def purge_dead(self, i: int) -> None:
-        assert self.run(self.sync(i).purge_dead) == self.m.purge_dead()
+        assert self.run(self.h(i).q.purge_dead) == self.m.purge_dead()
 
     def shares_bytes(self, t: Task) -> bool:
         """Whether another task the queue holds has ``t``'s bytes."""
@@ -612,7 +578,7 @@ class ModelMachine(RuleBasedStateMachine):
         tasks = self.known_tasks()
         t = tasks[k % len(tasks)]
         assert t.task_id is not None
-        q = self.sync(k)
+        q = self.h(k).q
         state = self.m.locate(t)
         holder = next((o for o in self.m.held if o.task is t), None)
         deliveries = holder.deliveries if holder else next(
@@ -653,8 +619,6 @@ class ModelMachine(RuleBasedStateMachine):
         assert_invariants(self.r, self.observer)
         size, empty, full = self.run(lambda: (q.qsize(), q.empty(), q.full()))
         assert (size, empty, full) == (m.qsize(), m.qsize() == 0, m.is_full())
-        if h.aio:  # (the rest is what an AsyncQueue does not show: docs, asyncio.md)
-            q = self.observer
         assert self.run(lambda: q.unfinished_tasks) == self.unfinished()
         s = self.run(q.statistics)
         assert (s.size, s.delayed, s.maxsize, s.closed) == (m.qsize(), m.not_due(), m.bound, m.closed)

@@ -169,6 +169,20 @@ def test_readme_links_work_on_an_index_page() -> None:
     assert {t[1:] for t in targets if t.startswith("#")} <= headings
 
 
+# -- the metadata ---------------------------------------------------------------------------
+
+
+def test_the_metadata_names_its_authors_and_no_made_up_address() -> None:
+    """An index shows the authors; it would show a guessed URL as a dead link, so none is
+    given until the project has a public site (pyproject.toml says which to add then)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    assert project["authors"] == [{"name": "pressure maintainers"}]
+    assert "urls" not in project
+    assert all("email" not in author for author in project["authors"])
+
+
 # -- the distributions ----------------------------------------------------------------------
 
 
@@ -201,7 +215,8 @@ def test_wheel_and_sdist_carry_what_they_need(tmp_path: Path) -> None:
     dist_info = metadata.rsplit("/", 1)[0]
     assert {n.split("/")[0] for n in names} == {"pressure", "pyspark_pressure", dist_info}
     assert f"{dist_info}/licenses/LICENSE" in names
-    assert {"License-Expression: MIT", "License-File: LICENSE"} <= set(headers)
+    assert {"License-Expression: MIT", "License-File: LICENSE", "Author: pressure maintainers"} <= set(headers)
+    assert not [h for h in headers if h.startswith(("Project-URL", "Home-page", "Author-email"))]
     # every module, subpackage, Lua script and py.typed of the source tree (a package left out
     # of pyproject's explicit list would be missing here)
     source = {f.replace("pressure/spark/_pyspark_pressure/", "pyspark_pressure/", 1)

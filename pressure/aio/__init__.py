@@ -21,8 +21,15 @@ methods on ``asyncio.Queue``), and ``maxsize`` is a coroutine method. ``Empty`` 
 ``reliable=True`` is the sync handle's reliable mode: items stay in Redis until
 ``task_done()`` (or ``await delivery.ack()`` of an ``AsyncDelivery`` from ``receive()``).
 
-Not supported here (use the sync handles): ``durability``, Sentinel URLs, anonymous queues,
-``statistics()``, ``delete()`` and the inspection, dead-letter and repair calls.
+The rest of ``pressure.Queue``'s surface is here too, with the same names, arguments, defaults
+and errors, awaited: puts take ``delay``, ``ttl``, ``ttr`` and ``key``; ``delete()``;
+``statistics()``, ``peek``, ``peek_item``, ``delete_item``, ``in_flight``, ``dead_letters``,
+``kick``, ``purge_dead``, ``repair``; ``exists()``, ``closed()`` and ``unfinished_tasks()``
+(properties on the sync handle, coroutine methods here, as ``maxsize()``); anonymous queues
+(``AsyncQueue()``, ``AsyncQueue(10)``); ``create=False``; ``durability=``; ``ttl=`` and
+``dead_letter_expired=``; Sentinel (``redis+sentinel://`` URLs, or a
+``redis.asyncio.sentinel.Sentinel(...).master_for(name)`` client). An ``AsyncDelivery`` has
+``task_id``, ``ack()``, ``release(delay=...)``, ``bury()``, ``delete()`` and ``touch()``.
 ``import pressure`` never imports this package (nor ``redis.asyncio``).
 """
 

@@ -26,9 +26,15 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.connection
+import redis.asyncio.retry
+import redis.asyncio.sentinel
+import redis.sentinel
+from redis.backoff import NoBackoff
 
 from .. import _log
 from ..cluster import settings_of_cluster
+from ..sentinel import settings_of_sentinel_pool
+from ..durability import Durability
 from ..errors import BackendError
 from .._wire import _peek, _readable
 from ..connection import (
@@ -49,6 +55,9 @@ _R = TypeVar("_R")
 #: The connection classes of redis-py's sync client and of its asyncio client, paired: a
 #: handle's ConnectionConfig names the first (it is the sync handles' description of a server).
 _CLASSES: tuple[tuple[type[Any], type[Any]], ...] = (
+    # (a Sentinel-managed connection first: it is a subclass of the plain one)
+    (redis.sentinel.SentinelManagedSSLConnection, redis.asyncio.sentinel.SentinelManagedSSLConnection),
+    (redis.sentinel.SentinelManagedConnection, redis.asyncio.sentinel.SentinelManagedConnection),
     (redis.SSLConnection, redis.asyncio.connection.SSLConnection),
     (redis.UnixDomainSocketConnection, redis.asyncio.connection.UnixDomainSocketConnection),
     (redis.Connection, redis.asyncio.connection.Connection),
@@ -68,23 +77,25 @@ def config_of_client(client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCl
                 return ConnectionConfig(sync_class, options, cluster=settings, origin="connection=")
         raise ValueError(f"pressure.aio does not support {connection_class.__name__} connections")
     pool = client.connection_pool
+    # a Sentinel master's pool: its sentinels (the master's address is theirs to give, never copied)
+    sentinel = (settings_of_sentinel_pool(pool) if isinstance(pool, redis.asyncio.sentinel.SentinelConnectionPool)
+                else None)
     for sync_class, async_class in _CLASSES:
         if issubclass(pool.connection_class, async_class):
             kwargs = {k: v for k, v in pool.connection_kwargs.items()
-                      if isinstance(v, (str, int, float, bool, bytes, type(None)))}
-            return ConnectionConfig(sync_class, tuple(sorted(kwargs.items())))
-    raise ValueError(f"pressure.aio does not support {pool.connection_class.__name__} connections "
-                     f"(Sentinel clients are not supported)")
+                      if isinstance(v, (str, int, float, bool, bytes, type(None)))
+                      and (sentinel is None or k not in ("host", "port"))}
+            return ConnectionConfig(sync_class, tuple(sorted(kwargs.items())), sentinel, origin="connection=")
+    raise ValueError(f"pressure.aio does not support {pool.connection_class.__name__} connections")
 
 
 def async_class(config: ConnectionConfig) -> type[Any]:
     """The redis.asyncio connection class for a handle's server."""
-    if config.sentinel is None:
-        for sync_class, async_cls in _CLASSES:
-            if issubclass(config.connection_class, sync_class):
-                return async_cls
-    raise ValueError(f"pressure.aio does not support {config.url!r} (Sentinel deployments are not "
-                     f"supported by the asyncio client: use the sync pressure.Queue)")
+    for sync_class, async_cls in _CLASSES:
+        if issubclass(config.connection_class, sync_class):
+            return async_cls
+    raise ValueError(f"pressure.aio does not support {config.url!r} ({config.connection_class.__name__} "
+                     f"connections)")
 
 
 class _Link:
@@ -167,8 +178,11 @@ class _Link:
                 kw.setdefault("socket_connect_timeout", SOCKET_CONNECT_TIMEOUT)
                 if kw.get("socket_timeout") is None:
                     kw["socket_timeout"] = SOCKET_TIMEOUT
-                pool = redis.asyncio.ConnectionPool(connection_class=async_class(self.config), **kw)
-                client = redis.asyncio.Redis(connection_pool=pool)
+                if self.config.sentinel is not None:
+                    client = _sentinel_master(self.config, kw)
+                else:
+                    pool = redis.asyncio.ConnectionPool(connection_class=async_class(self.config), **kw)
+                    client = redis.asyncio.Redis(connection_pool=pool)
             timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
             # a blocking command must end on the server before the socket gives up on it
             self.slice = BLOCK_SLICE if not timeout else min(BLOCK_SLICE, float(timeout) / 2)
@@ -277,31 +291,41 @@ class _Link:
             pause = min(2 * pause, _LAST_PAUSE)
 
     async def script_on(self, conn: Any, name: str, data: Sequence[bytes], *,
-                        mutating: bool = True) -> Any:
+                        mutating: bool = True, durability: Durability | None = None) -> Any:
         """Run one script call (packed, maybe in chunks) on ``conn``, loading the script on
-        NOSCRIPT. Not shielded: run it inside ``shielded``."""
+        NOSCRIPT; with ``durability``, a WAIT behind it in the same send (NotReplicated as
+        the sync client raises it). Not shielded: run it inside ``shielded``."""
         what = f"script {name}"
+        sent = [*data, pack_command("WAIT", durability.replicas, durability.timeout_ms)] if durability else data
+        confirmed: list[Any] = [None]
 
         async def attempt() -> Any:
-            (reply,) = await self.exchange(conn, data, 1, what, mutating)
-            if isinstance(reply, redis.exceptions.NoScriptError):
+            replies = await self.exchange(conn, sent, len(sent) - len(data) + 1, what, mutating)
+            if isinstance(replies[0], redis.exceptions.NoScriptError):
                 await self.load(conn, name)
-                (reply,) = await self.exchange(conn, data, 1, what, mutating)
+                replies = await self.exchange(conn, sent, len(sent) - len(data) + 1, what, mutating)
+            reply = replies[0]
+            confirmed[0] = replies[1] if len(replies) > 1 else None
             if not isinstance(reply, redis.RedisError):
                 self.loaded.add(name)  # a call of it ran: it is there (posted calls may use it)
             return reply
 
-        return self.check(await self.until_served(what, attempt), what, mutating)
+        result = self.check(await self.until_served(what, attempt), what, mutating)
+        if durability is not None:
+            self.errors.check_replicated(what, confirmed[0], durability)
+        return result
 
-    async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True) -> Any:
+    async def pooled_script(self, name: str, data: Sequence[bytes], *, mutating: bool = True,
+                            durability: Durability | None = None) -> Any:
         """A script call (packed) on a pool connection. Not shielded."""
-        return await self._pooled(f"script {name}", lambda conn: self.script_on(conn, name, data, mutating=mutating))
+        return await self._pooled(f"script {name}", lambda conn: self.script_on(
+            conn, name, data, mutating=mutating, durability=durability))
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Any], *,
-                  mutating: bool = True) -> Any:
-        """Run script ``name`` on a pool connection, shielded."""
+                  mutating: bool = True, durability: Durability | None = None) -> Any:
+        """Run script ``name`` on a pool connection, shielded (``durability``: see ``script_on``)."""
         data = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, *args)
-        return await self.shielded(self.pooled_script(name, [data], mutating=mutating))
+        return await self.shielded(self.pooled_script(name, [data], mutating=mutating, durability=durability))
 
     async def command(self, what: str, *args: bytes | str | int, mutating: bool = False) -> Any:
         """Run one plain command on a pool connection, shielded."""
@@ -312,6 +336,24 @@ class _Link:
             return reply
 
         return self.check(await self.shielded(self._pooled(what, one)), what, mutating)
+
+    async def transaction(self, what: str, commands: Sequence[Sequence[bytes | str | int]], *,
+                          mutating: bool = False) -> list[Any]:
+        """Run ``commands`` atomically (MULTI ... EXEC, one exchange on a pool connection,
+        shielded), as a sync handle's ``pipeline(transaction=True)``: their replies, as the
+        server sends them; an error reply raised as pressure's."""
+        data = [pack_command("MULTI"), *(pack_command(*command) for command in commands), pack_command("EXEC")]
+
+        async def one(conn: Any) -> Any:
+            replies = await self.exchange(conn, data, len(data), what, mutating)
+            for reply in replies[:-1]:  # MULTI's OK and QUEUED, or why a command was refused
+                self.check(reply, what, mutating)
+            return replies[-1]
+
+        replies = self.check(await self.shielded(self._pooled(what, one)), what, mutating)
+        for reply in replies:
+            self.check(reply, what, mutating)
+        return list(replies)
 
     async def _pooled(self, what: str, work: Any) -> Any:
         """``await work(conn)`` with a pool connection. Connecting is part of taking one (the
@@ -353,8 +395,23 @@ class _Link:
             await asyncio.gather(*list(self.background), return_exceptions=True)
         client, self._client = self._client, None
         if client is not None and client is not self._given:
-            await client.aclose()
-            await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
+            await _close(client)
+
+
+def _sentinel_master(config: ConnectionConfig, kw: dict[str, Any]) -> redis.asyncio.Redis:
+    """A redis.asyncio client of the master that ``config``'s sentinels name (asked again on
+    each new connection, so after a failover too), as the sync ``ConnectionConfig.new_client``
+    makes one: a sentinel that does not answer is skipped for the next one."""
+    settings = config.sentinel
+    assert settings is not None
+    skw = settings.sentinel_kwargs(kw)
+    skw["retry"] = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    make: Any = redis.asyncio.sentinel.Sentinel  # untyped in redis-py
+    sentinel = make(list(settings.addresses), min_other_sentinels=settings.min_other_sentinels,
+                    sentinel_kwargs=skw, force_master_ip=settings.force_master_ip)
+    master: redis.asyncio.Redis = sentinel.master_for(settings.service, connection_class=async_class(config),
+                                                      retry=redis.asyncio.retry.Retry(NoBackoff(), 0), **kw)
+    return master
 
 
 def _raw_socket(conn: Any) -> Any:
@@ -405,7 +462,10 @@ class _Rerouted(Exception):
 
 async def _close(client: redis.asyncio.Redis) -> None:
     await client.aclose()
-    await client.connection_pool.disconnect()
+    await client.connection_pool.disconnect()  # a pool passed to Redis() is not closed with it
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):  # a Sentinel master's: its sentinels' clients too
+        await sentinel.aclose()
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -33,7 +33,8 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import time
+import multiprocessing.util
+import numbers
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
@@ -41,37 +42,38 @@ from typing import Any, TypeVar
 import redis
 
 from .. import identity, serializers
-from .._records import _BUSY, _CLOSED, _NEGATIVE, _NO_QUEUE
-from .._scripts import ACK, CLOSE, CREATE, DRAIN, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
-from .._roles import CONSUMER, PRODUCER, _Roles
-from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value
+from .._records import _CLOSED, _NEGATIVE, _NO_QUEUE
+from .._scripts import ACK, FORGET, GET, INFO, JOIN_CHECK, PUT, QueueScript
+from .._roles import _Roles
+from .._validate import _TIMEOUT_MESSAGE, Options, _count, _maxsize_value, _timeout_value, _ttl_value
 from .._consumer_state import OWING_MOST
 from .._departure import Departure
+from .._lifecycle import _EXIT_PRIORITY, _delete_at_exit
 from ..connection import Backend, ConnectionConfig, _script_sha, pack_command
 from ..reliable import _posted_count_check
 from ..errors import (
     PressureError,
     ProtocolError,
     QueueDoesNotExist,
-    QueueExistsError,
     ShutDown,
 )
+from ..durability import Durability
 from ..keys import QueueKeys, resolve_prefix
+from ..ordered import queue_class
 from ..ordering import order_key
 from ..signing import Authkey, payload_serializer, resolve_authkey
 from ._getconn import _Conn
 from ._getting import _Getting
+from ._inspect import _Inspecting
+from ._lifecycle import _Lifecycle
 from ._link import _Link, config_of_client
 from ._putting import _Putting
 from ._reliable import AsyncDelivery, _Settling
 
 T = TypeVar("T")
 
-#: How long to wait to create a queue that is being deleted.
-_CREATE_WAIT = 5.0
 
-
-class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
+class AsyncQueue(_Lifecycle[T], _Getting[T], _Settling[T], _Putting[T], _Inspecting[T]):
     """A FIFO pressure queue for asyncio: ``pressure.Queue``'s keys, scripts and semantics
     (the default mode, or ``reliable=True``), ``asyncio.Queue``'s names.
 
@@ -80,6 +82,10 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
     call that needs it. Calls that ask the server are coroutines, including those that are
     plain methods on ``asyncio.Queue`` (``qsize``, ``empty``, ``full``, ``put_nowait``,
     ``get_nowait``, ``task_done``): each is a round trip.
+
+    The arguments are ``pressure.Queue``'s, with its defaults and errors: ``name=None`` (or an
+    integer in its place, the maxsize) makes an anonymous queue, deleted as this process exits;
+    ``create=False`` attaches only (QueueDoesNotExist at the first call if there is none).
     """
 
     #: The kind of queue (its key layout and order): 'fifo', 'lifo' or 'priority'.
@@ -87,7 +93,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
 
     def __init__(
         self,
-        name: str,
+        name: str | int | None = None,
         maxsize: int | None = None,
         *,
         url: str | None = None,
@@ -100,11 +106,22 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         lease: float = 10.0,
         max_deliveries: int | None = 10,
         authkey: Authkey | None = None,
+        durability: Durability | None = None,
+        create: bool = True,
+        ttl: float | None = None,
+        dead_letter_expired: bool = False,
         insecure_pickle: bool = False,
     ) -> None:
-        if not isinstance(name, str):
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a pressure.Durability or None, not {type(durability).__name__}")
+        if isinstance(name, numbers.Integral) and not isinstance(name, bool) and maxsize is None:
+            name, maxsize = None, int(name)  # AsyncQueue(10), as asyncio.Queue(maxsize) is called
+        anonymous = name is None
+        if name is None:
+            name = f"{{anon-{uuid.uuid4().hex}}}"
+        elif not isinstance(name, str):
             raise TypeError(f"queue name must be a str, not {type(name).__name__}")
-        if not name:
+        elif not name:
             raise ValueError("queue name must not be empty")
         if prefix is None:
             prefix = resolve_prefix(None)
@@ -119,7 +136,9 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._link = _Link(config, connection)
         self._name, self._prefix = name, prefix
         self._options = dataclasses.replace(Options.of(reliable, visibility_timeout, lease, max_deliveries),
-                                            insecure_pickle=bool(insecure_pickle))
+                                            durability=durability, dead_letter_expired=bool(dead_letter_expired),
+                                            ttl=_ttl_value(ttl), insecure_pickle=bool(insecure_pickle))
+        self._create_missing = bool(create) or anonymous
         keys = resolve_authkey(authkey)
         k = self._keys = QueueKeys.build(prefix, name, self._KIND)
         # before anything is sent: no unsigned pickle from another host unless asked for
@@ -170,6 +189,15 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
         self._owing: collections.deque[None] = collections.deque(maxlen=OWING_MOST)
         self._counting: collections.deque[None] = collections.deque()
         self._counts_owed: collections.deque[None] = collections.deque()
+        #: an anonymous queue lives as long as the process that made the handle (as
+        #: pressure.Queue's): deleted as it exits, through a sync handle built from this
+        #: one's configuration (never this handle, nor a loop that may be gone by then)
+        self._exit_delete: multiprocessing.util.Finalize[None] | None = None
+        if anonymous:
+            state = {"name": name, "prefix": prefix, "serializer": serializer, "client_id": client_id,
+                     "config": config, "options": self._options, "signed": False}
+            self._exit_delete = multiprocessing.util.Finalize(
+                None, _delete_at_exit, args=(queue_class(self._KIND), state), exitpriority=_EXIT_PRIORITY)
 
     # -- the kind of queue: FIFO here; LIFO and priority override ----------------------
 
@@ -222,36 +250,6 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
                             f"not {len(call_keys)}")
         return await self._run(script.name, (*script.keys(self._keys), *call_keys), script.check(args),
                                mutating=mutating)
-
-    async def open(self) -> AsyncQueue[T]:
-        """Create the queue if it does not exist, else attach to it (QueueExistsError if
-        ``maxsize`` was given and differs, or the queue is of another kind). Idempotent."""
-        if self._opened:
-            return self
-        k = self._keys
-        deadline = time.monotonic() + _CREATE_WAIT
-        while True:
-            # (a bound not named: see Lifecycle._create)
-            status, stored = await self._link.run(
-                "create" + self._variant, CREATE.keys(k), CREATE.check(
-                    (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
-            if status == -2:
-                kind = stored.decode() if isinstance(stored, bytes) else str(stored)
-                raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
-                                       f"not a {self._KIND} queue")
-            if status != -1:
-                break
-            if time.monotonic() > deadline:
-                raise PressureError(f"queue {self._name!r} is being deleted, or an interrupted delete "
-                                    f"left its keys behind: cannot create it now")
-            await asyncio.sleep(0.02)
-        bound = self._parse_bound(stored)
-        if status == 0 and self._bound is not None and bound != self._bound:
-            raise QueueExistsError(f"queue {self._name!r} already exists with maxsize={bound}, "
-                                   f"not {self._bound}")
-        self._opened = True
-        return self
 
     def _parse_bound(self, raw: bytes | str) -> int:
         text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
@@ -420,33 +418,7 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
             await self._link.command("XREAD", "XREAD", "BLOCK", max(int(self._link.slice * 1000), 1),
                                      "STREAMS", stream, last)
 
-    # -- close, shutdown, delete, the handle ------------------------------------------------
-
-    async def close(self) -> None:
-        """Close the queue for every client (protocol Close), as ``pressure.Queue.close``:
-        puts raise ShutDown, gets drain what is left, then raise ShutDown."""
-        k = self._keys
-        while True:
-            result = await self._call(CLOSE, self._client_id, k.inbox_prefix)
-            if result == _NO_QUEUE:
-                raise await self._missing()
-            if result != _BUSY:
-                return
-            await asyncio.to_thread(self._roles.wait_for_role, PRODUCER, self._link.slice)
-
-    async def shutdown(self, immediate: bool = False) -> None:
-        """``close()``; with ``immediate``, also discard what is queued (gets raise ShutDown
-        at once), as ``pressure.Queue.shutdown``."""
-        await self.close()
-        if not immediate:
-            return
-        while True:
-            result = await self._call(DRAIN, self._client_id)
-            if result == _NO_QUEUE:
-                raise await self._missing()
-            if result != _BUSY:
-                return
-            await asyncio.to_thread(self._roles.wait_for_role, CONSUMER, self._link.slice)
+    # -- the handle ----------------------------------------------------------------------
 
     async def disconnect(self) -> None:
         """Let what cancelled calls left running end (clean-ups included), then close this
@@ -502,3 +474,11 @@ class AsyncPriorityQueue(AsyncLifoQueue[T]):
 
     def _order_key(self, item: Any) -> bytes:
         return order_key(item)
+
+
+# The public methods AsyncQueue takes from its parts carry its name, so that an error about a
+# call (``AsyncQueue.put() got an unexpected keyword argument ...``) names the class users know.
+for _part in (_Getting, _Settling, _Putting, _Inspecting, _Lifecycle):
+    for _attribute, _member in vars(_part).items():
+        if not _attribute.startswith("_") and callable(_member):
+            _member.__qualname__ = f"AsyncQueue.{_attribute}"

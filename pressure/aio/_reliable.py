@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -30,7 +31,7 @@ from .._records import _parse_entry
 from .._scripts import ACK, REQUEUE, TOUCH, AckStatus
 from ..connection import _script_sha, pack_command
 from ..reliable import _note_ack_status, _posted_ack_check
-from .._validate import Options
+from .._validate import Options, _delay_ms
 from ..errors import BackendError, OutcomeUnknown
 from ..keys import QueueKeys
 from ._link import _Link
@@ -68,15 +69,37 @@ class AsyncDelivery(Generic[T]):
     _queue: _Settling[T] = field(repr=False)
     #: A task_done() for it may have run (its reply was lost): another counts only if not.
     _unsure: bool = field(default=False, repr=False)
+    #: The payload it came in (its task id is the SHA1 of it).
+    _payload: bytes = field(default=b"", repr=False)
+
+    @property
+    def task_id(self) -> str:
+        """The item's task id (the hex SHA1 of its payload), for ``q.peek_item`` and
+        ``q.delete_item``: the same in every state the item goes through."""
+        return hashlib.sha1(self._payload).hexdigest()
 
     async def ack(self) -> bool:
         """Acknowledge: the item leaves Redis. False if it was already acknowledged or requeued."""
         return await self._queue._settle(self, "ack")
 
-    async def release(self) -> bool:
+    async def release(self, *, delay: float | None = None) -> bool:
         """Give the item back, to the head of the queue (past ``max_deliveries``, to the
-        dead-letter list). False if it was already acknowledged or requeued."""
-        return await self._queue._settle(self, "release")
+        dead-letter list). False if it was already acknowledged or requeued. ``delay``
+        (seconds): it waits that long among the delayed items first, as
+        ``pressure.Delivery.release(delay=...)``."""
+        return await self._queue._settle(self, "release", _delay_ms("delay", delay))
+
+    async def bury(self) -> bool:
+        """Park a poisoned item among the dead letters (reason "buried") until ``q.kick()``,
+        whatever its delivery count. False if it was already acknowledged or requeued."""
+        return await self._queue._settle(self, "bury")
+
+    async def delete(self) -> bool:
+        """Remove the item for good, wherever it is now (``pressure.Delivery.delete``). False
+        if it is gone already (acknowledged)."""
+        queue = self._queue
+        queue._forget(self)
+        return await queue._find_item("delete", self.task_id, self.id) is not None
 
     async def touch(self) -> bool:
         """Restart this delivery's visibility timeout (while processing takes longer than
@@ -109,18 +132,21 @@ class _Settling(Generic[T]):
     _counting: collections.deque[None]
     _counts_owed: collections.deque[None]
     open: Callable[[], Awaitable[Any]]
+    _unwrap: Callable[[bytes], bytes]
+    _find_item: Callable[..., Coroutine[Any, Any, Any]]
     _count_done: Callable[[], Coroutine[Any, Any, None]]
     _missing: Callable[..., Awaitable[QueueDoesNotExist]]
     _post: Callable[[bytes, Callable[[Any], None]], bool]
     _conn: _Conn
 
     def _delivery(self, entry: bytes, item: T) -> AsyncDelivery[T]:
-        seq, deliveries, ms, _ = _parse_entry(entry)
+        seq, deliveries, ms, payload = _parse_entry(entry)
         if deliveries > 1:
             _log.event(_log.QUEUE, logging.INFO, "redelivery", "queue %r: delivery %s is delivered again "
                        "(delivery %d)", self._name, seq, deliveries, queue=self._name, key=self._keys.base,
                        delivery=seq, deliveries=deliveries, consumer=self._cid)
-        return AsyncDelivery(item, seq, deliveries, ms / 1000, self._cid, self)
+        return AsyncDelivery(item, seq, deliveries, ms / 1000, self._cid, self,
+                             _payload=self._unwrap(payload))
 
     def _hold(self, deliveries: list[AsyncDelivery[T]], track: bool) -> None:
         """Reliable mode: the handle holds ``deliveries`` until they are settled (``track``:
@@ -148,23 +174,24 @@ class _Settling(Generic[T]):
         except ValueError:
             pass
 
-    async def _settle(self, delivery: AsyncDelivery[T], how: str) -> bool:
-        """Ack or release ``delivery``: one script and its bookkeeping, shielded together."""
+    async def _settle(self, delivery: AsyncDelivery[T], how: str, delay_ms: str = "") -> bool:
+        """Ack, release or bury ``delivery``: one script and its bookkeeping, shielded together."""
         await self.open()
-        return bool(await self._link.shielded(self._settle_now(delivery, how)))
+        return bool(await self._link.shielded(self._settle_now(delivery, how, delay_ms)))
 
-    async def _settle_now(self, delivery: AsyncDelivery[T], how: str) -> bool:
+    async def _settle_now(self, delivery: AsyncDelivery[T], how: str, delay_ms: str = "") -> bool:
         k, variant = self._keys, self._variant
         if how == "ack":
             acked, _ = await self._link.run(ACK.name + variant, (*ACK.keys(k), k.inflight(delivery.consumer)),
-                                            ACK.check((delivery.id, "0")))
+                                            ACK.check((delivery.id, "0")), durability=self._options.durability)
             self._forget(delivery)
             return bool(acked)
+        # release or bury: requeue.lua 'release', as the sync handle's _Roles.requeue sends it
         requeued, dead = await self._link.run(REQUEUE.name + variant, REQUEUE.keys(k), REQUEUE.check((
             "release", k.inbox_prefix, k.inflight_prefix, self._options.max_deliveries_arg,
-            delivery.consumer, delivery.id, "", k.held_prefix, "", "")))
+            delivery.consumer, delivery.id, "", k.held_prefix, delay_ms, "buried" if how == "bury" else "")))
         self._forget(delivery)
-        return bool(requeued or dead)
+        return bool(dead) if how == "bury" else bool(requeued or dead)
 
     async def _task_done_reliable(self) -> bool:
         """task_done() in reliable mode: acknowledge the oldest delivery and count its task,
@@ -194,13 +221,14 @@ class _Settling(Generic[T]):
         keys = self._ack_keys(delivery)
         try:
             _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check(
-                (delivery.id, "2" if delivery._unsure else "1")))
+                (delivery.id, "2" if delivery._unsure else "1")), durability=self._options.durability)
         except OutcomeUnknown as exc:
             delivery._unsure = True
             if isinstance(exc.__cause__, redis.TimeoutError):
                 raise
             try:
-                _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")))
+                _, unfinished = await self._link.run(ACK.name + variant, keys, ACK.check((delivery.id, "2")),
+                                                     durability=self._options.durability)
             except BackendError:
                 raise exc from exc.__cause__  # still unknown: task_done() again will tell
         return int(unfinished)
@@ -216,8 +244,8 @@ class _Settling(Generic[T]):
         connection. What the reply says is dealt with by the next call (``_settle_owed``); a
         process that dies first has the item redelivered. False if not posted."""
         name = ACK.name + self._variant
-        if delivery._unsure or name not in self._link.loaded:
-            return False
+        if delivery._unsure or self._options.durability is not None or name not in self._link.loaded:
+            return False  # (durability: its WAIT is a reply to wait for)
         keys = self._ack_keys(delivery)
         command = pack_command("EVALSHA", _script_sha(name), len(keys), *keys, delivery.id, "1")
         check = _posted_ack_check(delivery, self._posted, self._owed, self._ack_errors, self._link.loaded, name)

@@ -48,6 +48,7 @@ import multiprocessing
 import multiprocessing.context
 import os
 import pickle
+import re
 import signal
 import threading
 import time
@@ -185,6 +186,24 @@ def unpack_outcome(data: bytes) -> tuple[bool, Any]:
             last = last.__cause__
         last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
     return ok, value
+
+
+#: pickle's error for a name it cannot find in a module: ``Can't get attribute 'cube' on
+#: <module 'pressure.__main__' from ...>`` (3.12 and later: ``Can't get attribute ... on
+#: <module '__main__' ...>``)
+_NOT_IN_MAIN = re.compile(r"Can't get attribute '[^']*' on <module '(?:[\w.]*\.)?__(?:mp_)?main__'")
+
+
+def _unpickling_hint(exc: BaseException) -> str:
+    """What to do about a task that could not be unpickled, where the cause is known: a
+    function or class defined in the submitting program's ``__main__`` (a script), which
+    pickle names as ``__main__.<name>``: the workers look in their own ``__main__`` (the
+    ``python -m pressure worker`` program, or another script) and do not find it."""
+    if isinstance(exc, AttributeError) and _NOT_IN_MAIN.search(str(exc)):
+        return (" (it is defined in the submitting program's __main__, a script, which the workers do "
+                "not have: define it in a module the workers can import, or submit with "
+                "Executor(..., serializer=\"cloudpickle\"), which sends it by value)")
+    return ""
 
 
 def _is_task(item: Any) -> bool:
@@ -422,7 +441,7 @@ class _Worker:
             fn, args, kwargs = pickle.loads(task.body)
         except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool in ProcessPoolExecutor
             broken = BrokenExecutor(f"task {task.id}'s function or arguments could not be "
-                                    f"unpickled in the worker: {exc!r}")
+                                    f"unpickled in the worker: {exc!r}{_unpickling_hint(exc)}")
             broken.__cause__ = exc
             _, message = outcome(False, broken)
         else:
