@@ -58,7 +58,7 @@ from ..errors import (
 )
 from ..keys import QueueKeys, resolve_prefix
 from ..ordering import order_key
-from ..signing import Authkey, payload_serializer, resolve_authkey
+from ..signing import Authkey, payload_serializer, recorded_name, resolve_authkey
 from ._getconn import _Conn
 from ._getting import _Getting
 from ._link import _Link, config_of_client
@@ -235,7 +235,8 @@ class AsyncQueue(_Getting[T], _Settling[T], _Putting[T]):
             status, stored = await self._link.run(
                 "create" + self._variant, CREATE.keys(k), CREATE.check(
                     (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
+                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1",
+                     recorded_name(self._serializer))))
             if status == -2:
                 kind = stored.decode() if isinstance(stored, bytes) else str(stored)
                 raise QueueExistsError(f"queue {self._name!r} already exists as a {kind} queue, "
