@@ -581,7 +581,8 @@ class Reliability(Generic[T]):
             if self._roles.recover_if_dead(consumer.decode(errors="replace"), record.decode(errors="replace")):
                 recovered.append(consumer.decode(errors="replace"))
         if reset or recovered:
-            _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: reset %s, recovered %s",
-                       self._name, reset, recovered, queue=self._name, key=self._keys.base, reset=reset,
-                       recovered=recovered)
+            done = [f"reset {key} (it held {before})" for key, before in sorted(reset.items())]
+            done += [f"took back what dead consumer {consumer} held" for consumer in recovered]
+            _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: %s", self._name,
+                       "; ".join(done), queue=self._name, key=self._keys.base, reset=reset, recovered=recovered)
         return RepairReport(reset, recovered)
