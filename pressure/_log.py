@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["QUEUE", "EXECUTOR", "WORKER", "CONNECTION", "SECURITY", "METRICS", "RateLimiter", "event", "flush", "limiter"]
+__all__ = ["QUEUE", "EXECUTOR", "WORKER", "CONNECTION", "SECURITY", "METRICS", "RateLimiter", "event", "flush",
+           "limiter"]
 
 #: Queues: consumers recovered, deliveries requeued and dead-lettered, roles restored, repairs.
 QUEUE = logging.getLogger("pressure.queue")

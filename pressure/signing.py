@@ -37,7 +37,8 @@ from .errors import IntegrityError, UnsignedPickle
 from .serializers import PickleSerializer
 
 __all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id",
-           "is_local", "local_hosts", "insecure_pickle_allowed", "refuse_unsigned_pickle", "payload_serializer", "recorded_name"]
+           "is_local", "local_hosts", "insecure_pickle_allowed", "refuse_unsigned_pickle", "payload_serializer",
+           "recorded_name"]
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()

@@ -464,7 +464,8 @@ def repair_command(env: Env, name: str, kind: str | None) -> None:
     if not report.reset and not report.recovered:
         click.echo(f"queue {name!r} needed no repair")
         return
-    counts = {getattr(r, "consumer", None): r for r in said.records if getattr(r, "event", None) == "consumer_recovered"}
+    counts = {getattr(r, "consumer", None): r for r in said.records
+              if getattr(r, "event", None) == "consumer_recovered"}
     done = [f"reset {key} (it held {before})" for key, before in sorted(report.reset.items())]
     for consumer in report.recovered:
         record = counts.get(consumer)
