@@ -119,6 +119,14 @@ def test_put_create_records_what_it_writes(cli: Run, queues: Callable[..., press
     assert queues("signed", serializer="json", authkey=KEY).get(timeout=1) == [2]
 
 
+def test_put_orders_a_priority_queue_by_the_value_not_its_bytes(cli: Run,
+                                                                 queues: Callable[..., pressure.Queue[Any]]) -> None:
+    for item in ('[10, "ten"]', '[2, "two"]', '[-1, "minus one"]'):
+        assert cli("put", "p", item, "--kind", "priority", "--create").returncode == 0
+    q = queues("p", cls=pressure.PriorityQueue, serializer="json")
+    assert [q.get(timeout=1) for _ in range(3)] == [[-1, "minus one"], [2, "two"], [10, "ten"]]
+
+
 def test_ls_and_stat_json_show_the_serializer(cli: Run, queues: Callable[..., pressure.Queue[Any]],
                                               r: redis.Redis, prefix: str) -> None:
     queues("p")

@@ -38,7 +38,7 @@ from ..ordered import queue_class
 from ..queue import Queue
 from ..serializers import Serializer
 from ._inventory import QueueRef, QueueRow, executor_rows, find_executors, find_queue, find_queues, queue_rows
-from ._items import (UNPICKLE_WARNING, UNPICKLE_WARNING_SIGNED, Reader, Stored, authkeys, dump, make_item, refusal,
+from ._items import (UNPICKLE_WARNING, UNPICKLE_WARNING_SIGNED, Reader, Writer, authkeys, make_item, refusal,
                      written_name)
 from ._views import executors_table, ls_table, queue_json, rate, table, watch_table
 
@@ -518,15 +518,15 @@ def put_command(env: Env, name: str, item: str, timeout: float | None, create: b
             raise Failure(refused)
     else:
         ref = QueueRef(name, kind or "fifo")
-    payload = dump(value, serializer, keys, ref.keys(env.prefix).base)
-    queue = env.queue(ref, serializer=Stored(writes))  # a queue it creates records what it writes
+    # (a queue it creates records what it writes)
+    queue = env.queue(ref, serializer=Writer(serializer, keys, ref.keys(env.prefix).base))
     if create:
         internal(queue).create(maxsize)
     try:
         if timeout is not None and timeout <= 0:
-            queue.put(payload, block=False)
+            queue.put(value, block=False)
         else:
-            queue.put(payload, timeout=timeout)
+            queue.put(value, timeout=timeout)
     except Full:
         raise _TimedOut(f"queue {name!r} stayed full") from None
 

@@ -25,7 +25,7 @@ from .. import serializers
 from ..errors import IntegrityError
 from ..signing import MAGIC, Signer, resolve_authkey
 
-__all__ = ["Shown", "Reader", "Stored", "authkeys", "pickled", "written_name", "refusal", "make_item", "dump",
+__all__ = ["Shown", "Reader", "Writer", "authkeys", "pickled", "written_name", "refusal", "make_item",
            "UNPICKLE_WARNING", "UNPICKLE_WARNING_SIGNED"]
 
 #: The first byte of a pickle of protocol 2 or later (pickle.HIGHEST_PROTOCOL is what the
@@ -132,18 +132,23 @@ class Reader:
         return Shown(f"<{why}>", why)
 
 
-class Stored:
-    """A serializer for items already made (bytes in, bytes out), named ``name``: the handle
-    ``put`` writes with, so that a queue it creates records what its items are."""
+class Writer:
+    """The serializer ``put`` writes with: ``serializer`` ('json', 'bytes', 'pickle'), signed
+    with ``keys`` for ``context`` (the queue's base key) if there are any; named as a queue
+    records what it writes (so that one ``put --create`` makes records it). The handle is
+    given the value itself: a priority queue orders by the value, not by its bytes."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, serializer: str, keys: tuple[bytes, ...], context: str) -> None:
+        self.name = written_name(serializer, keys)
+        self._inner = serializers.resolve(serializer)
+        self._signer = Signer(keys, context) if keys else None
 
     def dumps(self, obj: Any) -> bytes:
-        return bytes(obj)
+        body = serializers.dumps(self._inner, obj)
+        return self._signer.sign(body) if self._signer is not None else body
 
     def loads(self, data: bytes) -> Any:
-        return data
+        return data  # (put reads nothing)
 
 
 def written_name(serializer: str, keys: tuple[bytes, ...]) -> str:
@@ -180,9 +185,3 @@ def make_item(text: bytes, serializer: str) -> Any:
     if serializer == "bytes":
         return text
     return json.loads(text)
-
-
-def dump(value: Any, serializer: str, keys: tuple[bytes, ...], context: str) -> bytes:
-    """``value`` as ``put`` stores it: serialized, and signed for ``context`` if ``keys``."""
-    body = serializers.dumps(serializers.resolve(serializer), value)
-    return Signer(keys, context).sign(body) if keys else body
