@@ -33,7 +33,7 @@ from ._validate import Options
 from .connection import Backend, PackedScript
 from .errors import PressureError, QueueDoesNotExist, QueueExistsError
 from .keys import QueueKeys
-from .signing import resolve_authkey
+from .signing import recorded_name, resolve_authkey
 
 if TYPE_CHECKING:
     import multiprocessing.util
@@ -118,6 +118,7 @@ class Lifecycle(Generic[T]):
     _consumer: _Consumer[T]
     _roles: _Roles
     _serializer_spec: str | serializers.Serializer
+    _serializer: serializers.Serializer
     _client_id: str | None
     _authkey: tuple[bytes, ...]
 
@@ -203,7 +204,7 @@ class Lifecycle(Generic[T]):
         k = self._keys
         return (CREATE.command(k, variant=self._variant),
                 [0 if maxsize is None else maxsize, self._KIND, k.inbox_prefix, k.inflight_prefix,
-                 k.held_prefix, k.logs, "" if maxsize is None else "1"])
+                 k.held_prefix, k.logs, "" if maxsize is None else "1", recorded_name(self._serializer)])
 
     def _created(self, reply: Any, maxsize: int | None) -> int | None:
         """Check create.lua's reply: ``created_bound``."""

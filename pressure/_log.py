@@ -3,7 +3,7 @@ thousand dead letters, a failover seen by every call) cannot drown a log.
 
 Every recovery, requeue, dead letter and worker lifecycle event is logged by ``event``, on
 a logger of a fixed hierarchy (``pressure.queue``, ``pressure.executor``,
-``pressure.executor.worker``, ``pressure.connection``), as a plain message for humans and
+``pressure.executor.worker``, ``pressure.connection``, ``pressure.metrics``), as a plain message for humans and
 with its fields as attributes of the record (``extra=``) for machines: ``record.event``
 (a stable name such as ``"dead_letter"``), the event's own fields (``queue``, ``count``...)
 and ``record.fields``, a dict of all of them (for a JSON formatter). The docs' "Logging"
@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["QUEUE", "EXECUTOR", "WORKER", "CONNECTION", "SECURITY", "RateLimiter", "event", "flush", "limiter"]
+__all__ = ["QUEUE", "EXECUTOR", "WORKER", "CONNECTION", "SECURITY", "METRICS", "RateLimiter", "event", "flush",
+           "limiter"]
 
 #: Queues: consumers recovered, deliveries requeued and dead-lettered, roles restored, repairs.
 QUEUE = logging.getLogger("pressure.queue")
@@ -38,6 +39,9 @@ CONNECTION = logging.getLogger("pressure.connection")
 
 #: Security warnings (unsigned pickle from a remote server).
 SECURITY = logging.getLogger("pressure.security")
+
+#: The Prometheus exporter (pressure serve-metrics): queues it cannot read, scrapes that fail.
+METRICS = logging.getLogger("pressure.metrics")
 
 #: The most records of one event, for one queue or executor, per INTERVAL.
 BURST = 10

@@ -140,8 +140,10 @@ def repair_reset(result: Sequence[bytes]) -> dict[str, str]:
 
 def log_repaired(name: str, k: QueueKeys, reset: dict[str, str], recovered: list[str]) -> None:
     if reset or recovered:
-        _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: reset %s, recovered %s",
-                   name, reset, recovered, queue=name, key=k.base, reset=reset, recovered=recovered)
+        done = [f"reset {key} (it held {before})" for key, before in sorted(reset.items())]
+        done += [f"took back what dead consumer {consumer} held" for consumer in recovered]
+        _log.event(_log.QUEUE, logging.WARNING, "repaired", "queue %r repaired: %s", name, "; ".join(done),
+                   queue=name, key=k.base, reset=reset, recovered=recovered)
 
 
 def log_kick(name: str, k: QueueKeys, kicked: int) -> None:

@@ -111,8 +111,10 @@ class CreateStatus(IntEnum):
 CREATE = QueueScript(
     "create",
     lambda k: (k.bound, k.producer_free, k.consumer_free, k.not_full, k.closed, k.kind, k.consumers,
-               k.bound_unset, k.base, k.delayed, *_others(k, k.kind, k.consumers, k.bound_unset, k.delayed)),
-    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs", "named"), CreateStatus,
+               k.bound_unset, k.base, k.delayed, k.serializer,
+               *_others(k, k.kind, k.consumers, k.bound_unset, k.delayed, k.serializer)),
+    ("bound", "kind", "inbox_prefix", "inflight_prefix", "held_prefix", "logs", "named", "serializer"),
+    CreateStatus,
     more_keys=True)
 
 

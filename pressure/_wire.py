@@ -171,6 +171,28 @@ def _tls_hint(text: str) -> str | None:
     return None
 
 
+#: What a connection closed by the other side during the handshake probably means (no TLS).
+_NOT_REDIS_HINT = (" (the server closed the connection at once: is it a Redis server? If that port "
+                   "speaks TLS, use a rediss:// URL)")
+
+
+def _closed_at_once(text: str) -> bool:
+    return "reset by peer" in text or "closed by server" in text
+
+
+def _while_connecting(exc: BaseException) -> bool:
+    """Whether redis-py raised ``exc`` while it was making a connection (its connect and the
+    handshake commands it sends then), not on a connection that served commands before."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in ("connect", "connect_check_health", "on_connect", "on_connect_check_health") and \
+                "redis" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _dropped_with(error: object) -> bool:
     """Whether redis-py dropped the connection on reading the error reply ``error`` (it does so
     for the replies it maps to a ConnectionError), losing any replies pipelined after it."""
@@ -390,9 +412,8 @@ class Wire(Routing):
             raise _RetryLater(exc)
         text = str(exc)
         tls = issubclass(self.config.connection_class, redis.SSLConnection)
-        if connecting and not tls and ("reset by peer" in text or "closed by server" in text):
-            text += (" (the server closed the connection at once: is it a Redis server? If that port "
-                     "speaks TLS, use a rediss:// URL)")
+        if connecting and not tls and _closed_at_once(text):
+            text += _NOT_REDIS_HINT
         if connecting and self.config.origin:
             text += f" (this server was chosen by {self.config.origin})"
         if connecting and tls:
@@ -555,6 +576,9 @@ class Wire(Routing):
             raise BackendError(f"{what} on {where} failed: {text}") from exc
         if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             self._loaded.clear()  # a restarted or failed-over server has no scripts loaded
+        if (isinstance(exc, redis.ConnectionError) and _closed_at_once(text) and _while_connecting(exc)
+                and not issubclass(self.config.connection_class, redis.SSLConnection)):
+            text += _NOT_REDIS_HINT  # (a command redis-py sends for us: the one asked for was never sent)
         never_sent = "connecting to" in text or "connect" in text.lower() and "refused" in text.lower()
         if mutating and not never_sent and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             raise OutcomeUnknown(

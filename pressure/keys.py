@@ -110,6 +110,9 @@ class QueueKeys:
     #: the set of groups that keep a log beside the queue (pressure/spark/log.py); a group's
     #: log is '<logs>:<group>', with ':tail' and ':committed'
     logs: str
+    #: the name of the serializer the queue was created with ('pickle', 'json', 'signed pickle'...:
+    #: lua/create.lua); missing if unknown (a spec client's queue, a serializer with no name)
+    serializer: str
     inbox_prefix: str
     inflight_prefix: str
     held_prefix: str
@@ -151,6 +154,7 @@ class QueueKeys:
             counts=f"{ext}:counts",
             utube=f"{ext}:utube",
             logs=f"{ext}:logs",
+            serializer=f"{ext}:serializer",
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
             held_prefix=f"{ext}:held:",
@@ -178,7 +182,7 @@ class QueueKeys:
         lists)."""
         return (self.tasks_done, self.discarded, self.all_tasks_done, self.waiter, self.lease,
                 self.consumers, self.redeliveries, self.delivery_seq, self.dead, self.sweep, self.kind, self.logs, self.delayed,
-                self.meta, self.counts, self.utube, self.bound_unset)
+                self.meta, self.counts, self.utube, self.bound_unset, self.serializer)
 
     def inbox(self, client_id: str) -> str:
         """The list through which a consumer receives its items."""

@@ -37,7 +37,8 @@ from .errors import IntegrityError, UnsignedPickle
 from .serializers import PickleSerializer
 
 __all__ = ["MAGIC", "MIN_KEY_BYTES", "Signer", "SignedSerializer", "resolve_authkey", "key_id",
-           "is_local", "local_hosts", "insecure_pickle_allowed", "refuse_unsigned_pickle", "payload_serializer"]
+           "is_local", "local_hosts", "insecure_pickle_allowed", "refuse_unsigned_pickle", "payload_serializer",
+           "recorded_name"]
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -189,6 +190,22 @@ def payload_serializer(serializer: Any, keys: tuple[bytes, ...], context: str, c
     if isinstance(serializer, PickleSerializer):
         refuse_unsigned_pickle(config, insecure_pickle, what)
     return serializer
+
+
+#: The longest serializer name a queue records (a custom serializer's ``name`` may be anything).
+_MAX_NAME = 64
+
+
+def recorded_name(serializer: Any) -> str:
+    """The name a queue records for ``serializer`` when it creates the queue (lua/create.lua):
+    its ``name`` attribute ('pickle', 'json', 'orjson', 'msgpack', 'bytes', a custom
+    serializer's own), ``'signed '`` before it when payloads are signed; '' (nothing recorded:
+    unknown) for a serializer without a name, or with one that is not a short line of text."""
+    signed = isinstance(serializer, SignedSerializer)
+    name = getattr(serializer.inner if signed else serializer, "name", None)
+    if not isinstance(name, str) or not name or len(name) > _MAX_NAME or not name.isprintable():
+        return ""
+    return f"signed {name}" if signed else name
 
 
 class Signer:

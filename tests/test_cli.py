@@ -155,15 +155,15 @@ def test_ls_shows_every_kind_with_its_figures(cli: Run, queues: Callable[..., pr
     out = cli("ls")
     assert out.returncode == 0, out.stderr
     lines = [line.split() for line in out.stdout.splitlines()]
-    assert lines[0] == ["NAME", "KIND", "SIZE", "BOUND", "CLOSED", "CONSUMERS", "IN", "FLIGHT", "DEAD"]
-    assert lines[1:] == [["jobs", "fifo", "2", "10", "no", "1", "1", "0"],
-                         ["other:name", "fifo", "0", "-", "no", "0", "0", "0"],
-                         ["prio", "priority", "0", "5", "yes", "0", "0", "0"],
-                         ["stack", "lifo", "1", "-", "no", "0", "0", "0"]]
+    assert lines[0] == ["NAME", "KIND", "SIZE", "DELAYED", "BOUND", "CLOSED", "CONSUMERS", "IN", "FLIGHT", "DEAD"]
+    assert lines[1:] == [["jobs", "fifo", "2", "0", "10", "no", "1", "1", "0"],
+                         ["other:name", "fifo", "0", "0", "-", "no", "0", "0", "0"],
+                         ["prio", "priority", "0", "0", "5", "yes", "0", "0", "0"],
+                         ["stack", "lifo", "1", "0", "-", "no", "0", "0", "0"]]
     rows = json.loads(cli("ls", "--json").stdout)
-    assert rows[0] == {"name": "jobs", "kind": "fifo", "size": 2, "bound": 10, "closed": False, "consumers": 1,
-                       "in_flight": 1, "dead_letters": 0, "redelivered": 0, "produced": 3, "consumed": 1,
-                       "unfinished": 3}
+    assert rows[0] == {"name": "jobs", "kind": "fifo", "size": 2, "delayed": 0, "bound": 10, "closed": False,
+                       "consumers": 1, "in_flight": 1, "dead_letters": 0, "redelivered": 0, "produced": 3,
+                       "consumed": 1, "unfinished": 3, "serializer": "pickle", "error": None}
     assert [row["name"] for row in rows] == ["jobs", "other:name", "prio", "stack"]
 
 

@@ -16,6 +16,7 @@ from .._roles import CONSUMER, PRODUCER, _Roles
 from .._scripts import CLOSE, CREATE, DELETE, DRAIN, INFO, SET_BOUND, DeleteStatus, SetBoundStatus
 from ..errors import PressureError
 from ..keys import QueueKeys
+from ..signing import recorded_name
 from ._link import _Link
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class _Lifecycle(Generic[T]):
     _opened: bool
     _create_missing: bool
     _exit_delete: multiprocessing.util.Finalize[None] | None
+    _serializer: Any
     # and the handle's methods it calls
     _call: Callable[..., Coroutine[Any, Any, Any]]
     _missing: Callable[..., Awaitable[QueueDoesNotExist]]
@@ -65,7 +67,8 @@ class _Lifecycle(Generic[T]):
             reply = await self._link.run(
                 "create" + self._variant, CREATE.keys(k), CREATE.check(
                     (0 if self._bound is None else self._bound, self._KIND, k.inbox_prefix,
-                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1")))
+                     k.inflight_prefix, k.held_prefix, k.logs, "" if self._bound is None else "1",
+                     recorded_name(self._serializer))))
             if created_bound(reply, self._name, self._KIND, self._bound, self._parse_bound) is not None:
                 break
             if time.monotonic() > deadline:

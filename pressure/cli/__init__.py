@@ -13,6 +13,7 @@ queue is shut down.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import signal
 import sys
@@ -26,17 +27,20 @@ from typing import Any, TypeVar
 import click
 import redis
 
-from .. import __version__, serializers
+from .. import __version__
 from .._internal import attach, internal
 from ..cluster import key_slot
 from ..connection import Backend, ConnectionConfig, without_password
 from ..errors import Empty, Full, PressureError, QueueDoesNotExist, ShutDown
 from ..executor.admin import delete_executor
-from ..keys import KINDS, resolve_prefix
+from ..keys import KINDS, QueueKeys, resolve_prefix
 from ..ordered import queue_class
 from ..queue import Queue
-from ._inventory import (ExecutorRow, QueueRef, QueueRow, executor_rows, find_executors, find_queue,
-                         find_queues, queue_rows)
+from ..serializers import Serializer
+from ._inventory import QueueRef, QueueRow, executor_rows, find_executors, find_queue, find_queues, queue_rows
+from ._items import (UNPICKLE_WARNING, UNPICKLE_WARNING_SIGNED, Reader, Writer, authkeys, make_item, refusal,
+                     written_name)
+from ._views import executors_table, ls_table, queue_json, rate, table, watch_table
 
 __all__ = ["cli", "Env", "Failure", "Runner", "add_passthrough"]
 
@@ -44,7 +48,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: exit statuses beyond click's (1 error, 2 usage)
 EXIT_TIMEOUT, EXIT_SHUT_DOWN = 3, 4
-_BAR = 20
 
 
 class Failure(click.ClickException):
@@ -111,12 +114,33 @@ class Env:
             raise Failure(f"{what} {name!r} does not exist (under {self.where})")
         return ref
 
-    def queue(self, ref: QueueRef, *, serializer: str = "bytes", reliable: bool = False) -> Queue[Any]:
+    def queue(self, ref: QueueRef, *, serializer: str | Serializer = "bytes", reliable: bool = False) -> Queue[Any]:
         """A handle on the existing queue ``ref`` (never creates it)."""
-        # on a Redis Cluster: the backend's sibling that serves the queue's slot
-        backend = self.backend.for_slot(key_slot(ref.keys(self.prefix).base))
         return attach(queue_class(ref.kind), ref.name, self.config, prefix=self.prefix,
-                      serializer=serializer, create=False, backend=backend, reliable=reliable)
+                      serializer=serializer, create=False, backend=self._slot(ref), reliable=reliable)
+
+    def _slot(self, ref: QueueRef) -> Backend:
+        # on a Redis Cluster: the backend's sibling that serves the queue's slot
+        return self.backend.for_slot(key_slot(ref.keys(self.prefix).base))
+
+    def recorded(self, ref: QueueRef) -> str | None:
+        """The serializer queue ``ref`` records it was created with (None: unknown)."""
+        key = ref.keys(self.prefix).serializer
+        backend = self._slot(ref)
+        value = backend.call("GET", backend.client().get, key)
+        return None if value is None else value.decode(errors="replace")
+
+    def reader(self, ref: QueueRef, serializer: str, unpickle: bool, authkey_file: str | None) -> Reader:
+        """How the items of ``ref`` are shown (``--serializer``, ``--unpickle``, an authkey); with
+        --unpickle, a one-line warning on stderr first."""
+        if unpickle and serializer == "bytes":
+            raise click.UsageError("--unpickle shows what items hold, --serializer bytes their stored "
+                                   "bytes: choose one")
+        keys = authkeys(authkey_file, needed=unpickle)
+        if unpickle:
+            click.echo(UNPICKLE_WARNING_SIGNED if keys else UNPICKLE_WARNING, err=True)
+        return Reader(context=ref.keys(self.prefix).base, serializer=serializer, unpickle=unpickle, keys=keys,
+                      recorded=self.recorded(ref))
 
     def close(self) -> None:
         if self._backend is not None:
@@ -131,53 +155,36 @@ def _kind_option(f: F) -> F:
                         help="The kind of queue, if queues of several kinds have this name.")(f)
 
 
-def _serializer_option(f: F) -> F:
-    return click.option("--serializer", type=click.Choice(["json", "bytes"]), default="json",
-                        show_default=True,
-                        help="How items are shown or read: json, or the stored bytes as they are.")(f)
+def _serializer_option(help_text: str, choices: tuple[str, ...] = ("json", "bytes")) -> Callable[[F], F]:
+    def decorate(f: F) -> F:
+        return click.option("--serializer", type=click.Choice(choices), default="json", show_default=True,
+                            help=help_text)(f)
+
+    return decorate
+
+
+def _authkey_option(what: str) -> Callable[[F], F]:
+    return click.option("--authkey-file", default=None, metavar="PATH",
+                        help=f"A file of authkeys, one a line (the first signs): {what} with them "
+                             f"(default: PRESSURE_AUTHKEY's).")
+
+
+def _reading_options(bytes_help: str) -> Callable[[F], F]:
+    """--serializer, --unpickle and --authkey-file, for the commands that show items."""
+    def decorate(f: F) -> F:
+        f = _authkey_option("signed items are verified")(f)
+        f = click.option("--unpickle", is_flag=True,
+                         help="Show pickled items (the repr of what they hold). Unpickling runs the code an "
+                              "item names: with an authkey, only items whose signature verifies are "
+                              "unpickled.")(f)
+        return _serializer_option(f"How items are shown: json (a pickled item is shown only with "
+                                  f"--unpickle), or bytes: {bytes_help}.")(f)
+
+    return decorate
 
 
 def _json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")(f)
-
-
-# -- formatting ---------------------------------------------------------------------------
-
-def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    """Aligned columns: the first ``left`` left-aligned, the others right-aligned."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return "\n".join([line(headers), *(line(r) for r in rows)])
-
-
-def _bar(size: int, bound: int) -> str:
-    if bound <= 0:
-        return "unbounded".center(_BAR + 2)
-    filled = min(_BAR, round(_BAR * size / bound))
-    return "[" + "#" * filled + "-" * (_BAR - filled) + "]"
-
-
-def _rate(count: int, before: int, seconds: float) -> float:
-    return max(count - before, 0) / seconds if seconds > 0 else 0.0
-
-
-def _show(payload: bytes, serializer: str) -> str:
-    """One stored item as a line: its JSON, or its bytes (escaped where not UTF-8)."""
-    if serializer == "json":
-        try:
-            return json.dumps(json.loads(payload), ensure_ascii=False)
-        except ValueError:
-            return f"<not JSON, {len(payload)} bytes: {payload[:60]!r}{'...' if len(payload) > 60 else ''}>"
-    return payload.decode("utf-8", "backslashreplace")
-
-
-def _queue_line(row: QueueRow) -> list[str]:
-    return [row.name, row.kind, str(row.size), str(row.bound) if row.bound else "-",
-            "yes" if row.closed else "no", str(row.consumers), str(row.in_flight), str(row.dead_letters)]
 
 
 # -- the group --------------------------------------------------------------------------
@@ -218,19 +225,20 @@ def _closing(env: Env) -> Iterator[Env]:
 def ls_command(env: Env, as_json: bool) -> None:
     """List the queues under the prefix.
 
-    With each queue: its kind (fifo, lifo, priority), length, bound, whether it is
-    closed, its consumers, the items in flight (delivered, not acknowledged) and its dead
-    letters.
+    With each queue: its kind (fifo, lifo, priority), length (the items a get would find
+    now), its delayed items (not due yet), bound, whether it is closed, its consumers, the
+    items in flight (delivered, not acknowledged) and its dead letters. A queue whose keys
+    cannot be read (a key of the wrong type) shows ? for its figures and, after them, ! and
+    the server's error; with --json, its "error".
     """
     rows = queue_rows(env.backend, env.prefix, find_queues(env.backend, env.prefix))
     if as_json:
-        click.echo(json.dumps([{k: v for k, v in asdict(r).items() if k != "at"} for r in rows], indent=2))
+        click.echo(json.dumps([queue_json(r) for r in rows], indent=2))
         return
     if not rows:
         click.echo(f"no queues under {env.where}")
         return
-    click.echo(_table(["NAME", "KIND", "SIZE", "BOUND", "CLOSED", "CONSUMERS", "IN FLIGHT", "DEAD"],
-                      [_queue_line(r) for r in rows], left=2))
+    click.echo(ls_table(rows))
 
 
 @cli.command("stat")
@@ -249,10 +257,10 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
         time.sleep(interval)
     stats, seconds = queue.statistics(), time.monotonic() - start
     figures: dict[str, Any] = {**asdict(stats), "tasks": stats.tasks, "kind": ref.kind,
-                               "in_flight": stats.taken}
+                               "in_flight": stats.taken, "serializer": env.recorded(ref)}
     if interval > 0:
-        figures["put_per_s"] = _rate(stats.produced_messages, first.produced_messages, seconds)
-        figures["get_per_s"] = _rate(stats.consumed_messages, first.consumed_messages, seconds)
+        figures["put_per_s"] = rate(stats.produced_messages, first.produced_messages, seconds)
+        figures["get_per_s"] = rate(stats.consumed_messages, first.consumed_messages, seconds)
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return
@@ -260,7 +268,9 @@ def stat_command(env: Env, name: str, kind: str | None, interval: float, as_json
     lines = [
         ("queue", f"{ref.name} ({ref.kind}) under {env.where}"),
         ("size", f"{stats.size} of {stats.maxsize or 'unbounded'}{fill}"),
+        ("delayed", f"{stats.delayed} (not due yet)"),
         ("closed", "yes" if stats.closed else "no"),
+        ("serializer", figures["serializer"] or "- (not recorded)"),
         ("produced", f"{stats.produced_messages} items, {stats.produced_bytes} bytes"),
         ("consumed", f"{stats.consumed_messages} items, {stats.consumed_bytes} bytes"),
     ]
@@ -293,30 +303,32 @@ def watch_command(env: Env, names: tuple[str, ...], interval: float, count: int 
     """Watch queues live (all under the prefix, or those named).
 
     The view is redrawn in place every interval (on a terminal; elsewhere each view is
-    printed after the last), with each queue's put and get rates and a bar of its
-    fill against its bound. Ctrl-C ends it.
+    printed after the last), with each queue's put and get rates ("-" until two readings
+    give one) and a bar of its fill against its bound. A queue named that does not exist is
+    an error, as for stat; one deleted meanwhile shows "! deleted", and one whose keys cannot
+    be read "! " and the error. Ctrl-C ends it.
     """
     clear = sys.stdout.isatty()
+    if names:
+        found = {ref.name for ref in find_queues(env.backend, env.prefix, names)}
+        missing = [name for name in dict.fromkeys(names) if name not in found]
+        if missing:
+            for name in missing:
+                QueueKeys.build(env.prefix, name)  # ValueError for a name no queue can have
+            raise Failure(f"{'queue' if len(missing) == 1 else 'queues'} {', '.join(map(repr, missing))} "
+                          f"{'does' if len(missing) == 1 else 'do'} not exist (under {env.where})")
     before: dict[tuple[str, str], QueueRow] = {}
     shown = 0
     try:
         while True:
-            refs = find_queues(env.backend, env.prefix, names or None)
-            rows = queue_rows(env.backend, env.prefix, refs)
-            lines = []
-            for row in rows:
-                prev = before.get((row.name, row.kind))
-                seconds = row.at - prev.at if prev else 0.0
-                put = _rate(row.produced, prev.produced, seconds) if prev else 0.0
-                get = _rate(row.consumed, prev.consumed, seconds) if prev else 0.0
-                lines.append([row.name, row.kind, str(row.size), str(row.bound) if row.bound else "-",
-                              _bar(row.size, row.bound), f"{put:.1f}", f"{get:.1f}", str(row.in_flight),
-                              str(row.dead_letters), "closed" if row.closed else ""])
-            before = {(row.name, row.kind): row for row in rows}
+            rows = queue_rows(env.backend, env.prefix, find_queues(env.backend, env.prefix, names or None))
+            now = {(row.name, row.kind) for row in rows}
+            # a queue named is shown until the end: deleted, if it is gone
+            deleted = [key for key in before if key not in now] if names else []
+            lines = watch_table(rows, before, deleted) if rows or deleted else "no queues"
+            before = {**({key: before[key] for key in deleted}), **{(row.name, row.kind): row for row in rows}}
             title = f"pressure  {env.where}  {time.strftime('%H:%M:%S')}"
-            body = (_table(["NAME", "KIND", "SIZE", "BOUND", "FILL", "PUT/S", "GET/S", "IN FLIGHT", "DEAD",
-                            ""], lines, left=2) if lines else "no queues")
-            frame = f"{title}\n\n{body}\n"
+            frame = f"{title}\n\n{lines}\n"
             click.echo(("\x1b[H\x1b[2J" if clear else "") + frame, nl=not clear)
             sys.stdout.flush()
             shown += 1
@@ -332,12 +344,15 @@ def watch_command(env: Env, names: tuple[str, ...], interval: float, count: int 
 @click.option("-n", "count", type=click.IntRange(min=0), default=1, show_default=True,
               help="How many items, next-out first.")
 @_kind_option
-@_serializer_option
+@_reading_options("the stored bytes as text (UTF-8 as it is, other bytes escaped: \\x80), one item a line")
 @pass_env
-def peek_command(env: Env, name: str, count: int, kind: str | None, serializer: str) -> None:
+def peek_command(env: Env, name: str, count: int, kind: str | None, serializer: str, unpickle: bool,
+                 authkey_file: str | None) -> None:
     """Show the next items of a queue, without taking them."""
-    for payload in env.queue(env.find(name, kind)).peek(count):
-        click.echo(_show(payload, serializer))
+    ref = env.find(name, kind)
+    reader = env.reader(ref, serializer, unpickle, authkey_file)
+    for payload in env.queue(ref).peek(count):
+        click.echo(reader.show(payload).text)
 
 
 @cli.command("dead")
@@ -347,19 +362,21 @@ def peek_command(env: Env, name: str, count: int, kind: str | None, serializer: 
 @click.option("--purge", is_flag=True, help="Delete the dead letters (asks first, unless --yes).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @_kind_option
-@_serializer_option
+@_reading_options("the stored bytes as text (UTF-8 as it is, other bytes escaped: \\x80)")
 @_json_option
 @pass_env
 def dead_command(env: Env, name: str, kick: str | None, purge: bool, yes: bool, kind: str | None,
-                 serializer: str, as_json: bool) -> None:
+                 serializer: str, unpickle: bool, authkey_file: str | None, as_json: bool) -> None:
     """List a queue's dead letters, or move them back (--kick), or delete them (--purge).
 
     Dead letters are items delivered too many times (reliable mode) or that could not be
-    deserialized.
+    deserialized ("deliveries"), buried ("buried") or past their ttl ("expired"): the
+    REASON. The TASK ID is the item's (Queue.peek_item, Queue.delete_item).
     """
     if kick is not None and purge:
         raise click.UsageError("--kick and --purge exclude each other")
-    queue = env.queue(env.find(name, kind))
+    ref = env.find(name, kind)
+    queue = env.queue(ref)
     if kick is not None:
         if kick != "all" and not (kick.isdigit() and int(kick) > 0):
             raise click.BadParameter(f"{kick!r} is not a positive integer or 'all'", param_hint="--kick")
@@ -372,17 +389,18 @@ def dead_command(env: Env, name: str, kick: str | None, purge: bool, yes: bool, 
                           f"(under {env.where})?", abort=True)
         click.echo(f"{queue.purge_dead()} dead letter(s) of queue {name!r} deleted")
         return
+    reader = env.reader(ref, serializer, unpickle, authkey_file)
     letters = queue.dead_letters()
     if as_json:
-        click.echo(json.dumps([{"id": d.id, "deliveries": d.deliveries, "age": d.age,
-                                "payload": _show(d.payload, serializer)} for d in letters], indent=2))
+        click.echo(json.dumps([{"id": d.id, "reason": d.reason, "task_id": d.task_id, "deliveries": d.deliveries,
+                                "age": d.age, "payload": reader.show(d.payload).text} for d in letters], indent=2))
         return
     if not letters:
         click.echo(f"queue {name!r} has no dead letters")
         return
-    click.echo(_table(["ID", "DELIVERIES", "AGE", "ITEM"],
-                      [[d.id, str(d.deliveries), f"{d.age:.0f}s", _show(d.payload, serializer)]
-                       for d in letters]).rstrip())
+    click.echo(table(["ID", "REASON", "TASK ID", "DELIVERIES", "AGE", "ITEM"],
+                     [[d.id, d.reason, d.task_id, str(d.deliveries), f"{d.age:.0f}s", reader.show(d.payload).text]
+                      for d in letters], left=3, note=True))
 
 
 @cli.command("close")
@@ -411,21 +429,53 @@ def delete_command(env: Env, name: str, yes: bool, kind: str | None) -> None:
     click.echo(f"queue {name!r} deleted")
 
 
+class _Said(logging.Filter):
+    """Keeps the library's records of ``events`` (logged on pressure.queue) from stderr, for
+    the command to say what they say in its own message."""
+
+    def __init__(self, *events: str) -> None:
+        super().__init__()
+        self.events = events
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "event", None) in self.events:
+            self.records.append(record)
+            return False
+        return True
+
+
 @cli.command("repair")
 @click.argument("name")
 @_kind_option
 @pass_env
 def repair_command(env: Env, name: str, kind: str | None) -> None:
     """Reset a queue's role tokens to the protocol's invariants, and give back what
-    consumers found dead on this host held. Run it when no client should hold a role."""
-    report = env.queue(env.find(name, kind)).repair()
+    consumers found dead on this host held. Run it when no client should hold a role.
+    Prints one line: what it did."""
+    queue = env.queue(env.find(name, kind))
+    said = _Said("repaired", "consumer_recovered")
+    logger = logging.getLogger("pressure.queue")
+    logger.addFilter(said)
+    try:
+        report = queue.repair()
+    finally:
+        logger.removeFilter(said)
     if not report.reset and not report.recovered:
         click.echo(f"queue {name!r} needed no repair")
         return
-    for key, before in sorted(report.reset.items()):
-        click.echo(f"reset {key} (it held {before})")
+    counts = {getattr(r, "consumer", None): r for r in said.records
+              if getattr(r, "event", None) == "consumer_recovered"}
+    done = [f"reset {key} (it held {before})" for key, before in sorted(report.reset.items())]
     for consumer in report.recovered:
-        click.echo(f"recovered the deliveries of dead consumer {consumer}")
+        record = counts.get(consumer)
+        if record is None:
+            done.append(f"took back what dead consumer {consumer} held")
+            continue
+        taken, dead = getattr(record, "count", 0), getattr(record, "dead", 0)
+        done.append(f"took back the {taken} item(s) dead consumer {consumer} held"
+                    + (f" ({dead} dead-lettered: delivered too often)" if dead else ""))
+    click.echo(f"queue {name!r} repaired: {'; '.join(done)}")
 
 
 @cli.command("put")
@@ -437,29 +487,39 @@ def repair_command(env: Env, name: str, kind: str | None) -> None:
 @click.option("--maxsize", type=click.IntRange(min=0), default=None,
               help="With --create: the bound of a queue created (default 0, unbounded).")
 @_kind_option
-@_serializer_option
+@_serializer_option("How ITEM is stored: json, bytes (as given), or pickle (its JSON value, pickled, "
+                    "for Python consumers of the default serializer).", ("json", "bytes", "pickle"))
+@_authkey_option("the item is signed")
 @pass_env
 def put_command(env: Env, name: str, item: str, timeout: float | None, create: bool, maxsize: int | None,
-                kind: str | None, serializer: str) -> None:
+                kind: str | None, serializer: str, authkey_file: str | None) -> None:
     """Put ITEM into a queue (ITEM '-': read it from stdin).
 
     With --serializer json (the default) ITEM is a JSON document, stored as JSON; with
-    bytes it is stored as given.
+    bytes it is stored as given; with pickle its JSON value is stored pickled. With an
+    authkey (PRESSURE_AUTHKEY, --authkey-file) the item is signed. A queue records the
+    serializer it was created with: put refuses (and puts nothing) where that is not what
+    it would write.
     """
     text: str | bytes = sys.stdin.buffer.read() if item == "-" else item
     data = text.encode() if isinstance(text, str) else text
-    value: Any = data
-    if serializer == "json":
-        try:
-            value = json.loads(data)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="ITEM") from None
+    try:
+        value = make_item(data, serializer)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="ITEM") from None
+    keys = authkeys(authkey_file, needed=serializer == "pickle")
+    writes = written_name(serializer, keys)
     ref = find_queue(env.backend, env.prefix, name, kind)
     if ref is None and not create:
         raise Failure(f"queue {name!r} does not exist (under {env.where}): pass --create to create it")
-    if ref is None:
+    if ref is not None:
+        refused = refusal(name, env.recorded(ref), writes)
+        if refused:
+            raise Failure(refused)
+    else:
         ref = QueueRef(name, kind or "fifo")
-    queue = env.queue(ref, serializer=serializer)
+    # (a queue it creates records what it writes)
+    queue = env.queue(ref, serializer=Writer(serializer, keys, ref.keys(env.prefix).base))
     if create:
         internal(queue).create(maxsize)
     try:
@@ -476,17 +536,20 @@ def put_command(env: Env, name: str, item: str, timeout: float | None, create: b
 @click.option("--timeout", type=float, default=None,
               help="Seconds to wait for an item (default: as long as it takes; 0: not at all).")
 @_kind_option
-@_serializer_option
+@_reading_options("its bytes exactly, as stored")
 @pass_env
-def get_command(env: Env, name: str, timeout: float | None, kind: str | None, serializer: str) -> None:
+def get_command(env: Env, name: str, timeout: float | None, kind: str | None, serializer: str, unpickle: bool,
+                authkey_file: str | None) -> None:
     """Take one item from a queue and print it.
 
     As JSON on one line (--serializer json, the default), or its bytes exactly (bytes).
-    The item is acknowledged only once printed: an item that is not JSON goes back to
-    the queue, and the command fails. Exits 3 if the queue stayed empty, 4 if it is
-    closed and drained.
+    The item is acknowledged only once printed: an item that cannot be shown (not JSON, a
+    pickle without --unpickle, a signature that does not verify) goes back to the queue,
+    and the command fails. Exits 3 if the queue stayed empty, 4 if it is closed and drained.
     """
-    queue = env.queue(env.find(name, kind), reliable=True)
+    ref = env.find(name, kind)
+    reader = env.reader(ref, serializer, unpickle, authkey_file)
+    queue = env.queue(ref, reliable=True)
     link = internal(queue)
     try:
         try:
@@ -497,16 +560,15 @@ def get_command(env: Env, name: str, timeout: float | None, kind: str | None, se
         except Empty:
             raise _TimedOut(f"queue {name!r} stayed empty") from None
         payload: bytes = delivery.item
-        if serializer == "json":
-            try:
-                value = serializers.loads(serializers.resolve("json"), payload)
-            except PressureError:
-                raise Failure(f"the item of queue {name!r} is not JSON ({len(payload)} bytes): it was put "
-                              f"back; read it with --serializer bytes") from None
-            click.echo(json.dumps(value, ensure_ascii=False))
-        else:
+        if serializer == "bytes":
             sys.stdout.buffer.write(payload)
             sys.stdout.buffer.flush()
+        else:
+            shown = reader.show(payload)
+            if shown.problem is not None:
+                raise Failure(f"the item of queue {name!r} was put back: {shown.problem}; "
+                              f"--serializer bytes prints its bytes")
+            click.echo(shown.text)
         delivery.ack()
     finally:
         # leave as a consumer: give back what is not acknowledged (an item not shown, on any
@@ -519,11 +581,6 @@ def get_command(env: Env, name: str, timeout: float | None, kind: str | None, se
 
 # -- executors ------------------------------------------------------------------------------
 
-def _executor_line(row: ExecutorRow) -> list[str]:
-    return [row.name, str(len(row.workers)), str(row.queued), str(row.running), str(row.done),
-            str(row.failed), str(row.retried), str(row.lost)]
-
-
 @cli.command("executors")
 @_json_option
 @pass_env
@@ -531,7 +588,8 @@ def executors_command(env: Env, as_json: bool) -> None:
     """List the executors under the prefix.
 
     With each: its workers alive (heard from in the last few seconds, on any host) and
-    its tasks queued, running, done, failed, retried and lost.
+    its tasks queued, running, done, failed, retried and lost. One whose keys cannot be
+    read shows ? for its figures and, after them, ! and the error.
     """
     rows = executor_rows(env.backend, env.prefix, find_executors(env.backend, env.prefix))
     if as_json:
@@ -540,8 +598,7 @@ def executors_command(env: Env, as_json: bool) -> None:
     if not rows:
         click.echo(f"no executors under {env.where}")
         return
-    click.echo(_table(["NAME", "WORKERS", "QUEUED", "RUNNING", "DONE", "FAILED", "RETRIED", "LOST"],
-                      [_executor_line(r) for r in rows]))
+    click.echo(executors_table(rows))
 
 
 @cli.command("executor-delete")
@@ -555,6 +612,9 @@ def executor_delete_command(env: Env, name: str, yes: bool, force: bool) -> None
     if name not in find_executors(env.backend, env.prefix):
         raise Failure(f"executor {name!r} does not exist (under {env.where})")
     row = executor_rows(env.backend, env.prefix, [name])[0]
+    if row.error is not None and not force:
+        raise Failure(f"executor {name!r} cannot be read ({row.error}): whether its workers are alive is "
+                      f"unknown; pass --force to delete it anyway")
     if row.workers and not force:
         raise Failure(f"executor {name!r} has {len(row.workers)} worker(s) alive: stop them first, "
                       f"or pass --force")

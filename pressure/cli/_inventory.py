@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from .._packing import _script_sha, _script_source
 from .._scripts import STATS, QueueScript
 from ..cluster import key_slot
@@ -46,7 +48,10 @@ class QueueRow:
 
     name: str
     kind: str
+    #: the items a get would find now, and the delayed ones not yet due (stats.lua: ready and
+    #: delayed, as ``Queue.statistics()`` has them in ``size`` and ``delayed``)
     size: int
+    delayed: int
     bound: int
     closed: bool
     #: these four as ``Queue.statistics()`` counts them (lua/stats.lua): registered consumers,
@@ -60,8 +65,18 @@ class QueueRow:
     produced: int
     consumed: int
     unfinished: int
+    #: the name of the serializer the queue was created with (``<base>:pressure:serializer``), None
+    #: if not recorded (a spec client's queue, or one created before the record existed)
+    serializer: str | None
+    #: why the queue's figures could not be read (a key of the wrong type...): its figures are
+    #: then 0 and mean nothing; None for a queue read as it should be
+    error: str | None
     #: when it was read (time.monotonic(), for rates)
     at: float
+
+    #: the figures (not the name, kind, error and time) ``error`` leaves unknown
+    FIGURES = ("size", "delayed", "bound", "closed", "consumers", "in_flight", "dead_letters", "redelivered",
+               "produced", "consumed", "unfinished", "serializer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +91,8 @@ class ExecutorRow:
     failed: int
     retried: int
     lost: int
+    #: why its figures (or those of its task queue) could not be read; None if they were
+    error: str | None = None
 
 
 def _text(value: bytes | str) -> str:
@@ -109,11 +126,15 @@ def _script_call(script: QueueScript, ref: QueueRef, keys: QueueKeys, *args: Any
                                  *fixed, *script.check(args))
 
 
-def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: bool = False) -> list[Any]:
+def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: bool = False,
+               errors: bool = False) -> list[Any]:
     """The replies of ``calls``, in their order, sent in one pipeline (a MULTI if
     ``transaction``); on a Redis Cluster, one per hash slot, to its master. The scripts that
     calls made by ``_script_call`` run are loaded at the head of the pipeline (a SCRIPT LOAD of a
-    script the server has already costs it a hash of the text), so none is ever missing."""
+    script the server has already costs it a hash of the text), so none is ever missing.
+    ``errors``: a command the server answers with an error (WRONGTYPE: a key of the wrong type)
+    has that error (a ``redis.ResponseError``) as its reply, and the others their own; else the
+    first such error raises."""
     groups: dict[int, list[int]] = {}
     for i, (key, _, _) in enumerate(calls):
         groups.setdefault(key_slot(key) if backend.config.cluster is not None else 0, []).append(i)
@@ -130,9 +151,20 @@ def _pipelined(backend: Backend, calls: list[_Call], what: str, transaction: boo
                 pipe.evalsha(_script_sha(args[0]), *args[1:])
             else:
                 getattr(pipe, method)(*args)
-        for i, reply in zip(indexes, wire.call(what, pipe.execute)[len(scripts):]):
+        answered = wire.call(what, pipe.execute, raise_on_error=not errors)
+        for reply in answered[:len(scripts)]:
+            if isinstance(reply, redis.RedisError):  # not about one queue: the whole step failed
+                wire.raise_error(reply, what, False)
+        for i, reply in zip(indexes, answered[len(scripts):]):
             replies[i] = reply
     return replies
+
+
+def error_line(exc: Exception) -> str:
+    """A server's error reply as one line, without redis-py's note of where in a script it was
+    raised (``script: <sha>, on @user_script:12.``)."""
+    text = " ".join(str(exc).split())
+    return text.split(" script: ")[0].rstrip(".") or type(exc).__name__
 
 
 def _is_queue_name(name: str) -> bool:
@@ -146,13 +178,14 @@ def _is_queue_name(name: str) -> bool:
 def find_queues(backend: Backend, prefix: str, names: Iterable[str] | None = None) -> list[QueueRef]:
     """The queues under ``prefix`` (only those named in ``names`` if given), by kind and name."""
     bases = [key[:-len(":bound")] for key in _scan(backend, f"{_glob_escape(prefix)}:*:bound")]
+    # (a kind key of the wrong type reads as none: queue_rows then says what is wrong)
     kinds = _pipelined(backend, [(f"{b}:pressure:kind", "get", (f"{b}:pressure:kind",)) for b in bases],
-                       "queue kinds")
+                       "queue kinds", errors=True)
     found = []
     for base, stored in zip(bases, kinds):
         rest = base[len(prefix) + 1:]
         kind = "fifo"
-        stored_kind = _text(stored) if stored is not None else "fifo"
+        stored_kind = _text(stored) if isinstance(stored, (bytes, str)) else "fifo"
         if stored_kind in KINDS and stored_kind != "fifo" and rest.startswith(stored_kind + ":"):
             kind, rest = stored_kind, rest[len(stored_kind) + 1:]
         if _is_queue_name(rest):
@@ -194,20 +227,28 @@ def queue_rows(backend: Backend, prefix: str, refs: list[QueueRef]) -> list[Queu
     for ref in refs:
         k = ref.keys(prefix)
         b = k.base  # every key of a queue is in its base's slot
-        calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages)),
+        calls += [(b, "mget", (k.bound, k.produced_messages, k.consumed_messages, k.serializer)),
                   (b, "exists", (k.closed,)),
                   # the size as qsize() counts it, and what every view counts as statistics() does
                   _script_call(STATS, ref, k, k.inbox_prefix, k.inflight_prefix, k.held_prefix)]
-    replies = iter(_pipelined(backend, calls, "queue figures", transaction=True))
+    # a queue with a key of the wrong type has its error, the others their figures
+    replies = iter(_pipelined(backend, calls, "queue figures", transaction=True, errors=True))
     now = time.monotonic()
     rows = []
     for ref in refs:
-        (bound, produced, consumed), closed = next(replies), next(replies)
-        size, _, in_flight, dead, consumers, unfinished, redelivered, *_ = next(replies)
+        figures, closed, stats = next(replies), next(replies), next(replies)
+        failed = [reply for reply in (figures, closed, stats) if isinstance(reply, Exception)]
+        if failed:
+            rows.append(QueueRow(ref.name, ref.kind, 0, 0, 0, False, 0, 0, 0, 0, 0, 0, 0, None,
+                                 error_line(failed[0]), now))
+            continue
+        bound, produced, consumed, serializer = figures
+        size, delayed, in_flight, dead, consumers, unfinished, redelivered, *_ = stats
         if bound is None:
             continue  # deleted since it was found
-        rows.append(QueueRow(ref.name, ref.kind, size, _int(bound), bool(closed), consumers, in_flight,
-                             dead, redelivered, _int(produced), _int(consumed), unfinished, now))
+        rows.append(QueueRow(ref.name, ref.kind, size, delayed, _int(bound), bool(closed), consumers,
+                             in_flight, dead, redelivered, _int(produced), _int(consumed), unfinished,
+                             None if serializer is None else _text(serializer), None, now))
     return rows
 
 
@@ -247,14 +288,20 @@ def executor_rows(backend: Backend, prefix: str, names: list[str]) -> list[Execu
     calls: list[_Call] = [(all_keys[0].workers, "time", ())]
     for k in all_keys:
         calls += [(k.workers, "hgetall", (k.workers,)), (k.workers, "mget", (k.done, k.failed, k.retried, k.lost))]
-    (seconds, micros), *replies = _pipelined(backend, calls, "executor figures")
+    (seconds, micros), *replies = _pipelined(backend, calls, "executor figures", errors=True)
     now = seconds * 1000 + micros // 1000
     rows = []
     for i, (name, k) in enumerate(zip(names, all_keys)):
-        workers: dict[Any, Any] = replies[2 * i]
-        done, failed, retried, lost = (_int(v) for v in replies[2 * i + 1])
-        alive = tuple(sorted(_text(w) for w, ms in workers.items() if now - _int(ms) < ALIVE_FOR * 1000))
+        workers, counters = replies[2 * i], replies[2 * i + 1]
         queue = tasks.get(k.tasks)
+        failed = [error_line(r) for r in (workers, counters) if isinstance(r, Exception)]
+        if queue is not None and queue.error is not None:
+            failed.append(f"its task queue {k.tasks!r}: {queue.error}")
+        if failed:
+            rows.append(ExecutorRow(name, (), 0, 0, 0, 0, 0, 0, failed[0]))
+            continue
+        done, failed_count, retried, lost = (_int(v) for v in counters)
+        alive = tuple(sorted(_text(w) for w, ms in workers.items() if now - _int(ms) < ALIVE_FOR * 1000))
         rows.append(ExecutorRow(name, alive, queue.size if queue else 0, queue.in_flight if queue else 0,
-                                done, failed, retried, lost))
+                                done, failed_count, retried, lost))
     return rows

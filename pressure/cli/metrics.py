@@ -9,6 +9,7 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
   ``pressure_queue_produced_total``, ``pressure_queue_consumed_total``,
   ``pressure_queue_in_flight``, ``pressure_queue_consumers``,
   ``pressure_queue_dead_letters``, ``pressure_queue_unfinished_tasks``,
+  ``pressure_queue_delayed`` (delayed items not due yet: ``statistics().delayed``),
   ``pressure_queue_redelivered`` (items waiting in the queue with a state of their own: given
   back after a delivery, kicked, or put with a ttl, ttr or key; each of identical copies counts);
   in flight, consumers, dead letters and unfinished tasks are counted as
@@ -17,19 +18,27 @@ pipelined round trips whatever their number; nothing is cached between scrapes):
 * per executor (labels ``prefix``, ``executor``): ``pressure_executor_tasks{state}``
   (queued, running), ``pressure_executor_tasks_finished_total{state}`` (done, failed,
   retried, lost) and ``pressure_executor_workers_alive``;
-* ``pressure_up``: 1 if Redis answered this scrape, else 0 (and nothing else is reported).
+* ``pressure_queue_error`` (labels ``prefix``, ``queue``, ``kind``): 1 for a queue whose keys
+  could not be read at this scrape (a key of the wrong type: WRONGTYPE), whose other metrics
+  are then left out, 0 for every other queue; a WARNING (event ``metrics_unreadable``, on
+  the ``pressure.metrics`` logger, rate-limited) names the queue and the error. The other
+  queues are reported as usual. ``pressure_executor_error`` likewise, per executor;
+* ``pressure_up``: 1 if Redis answered this scrape, else 0 (and nothing else is reported; a
+  WARNING, event ``metrics_unreadable`` with the ``server``, says why).
 
 Use it in a registry of your own: ``registry.register(Collector(url=..., prefix=...))``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector as _Base
 
+from .. import _log
 from ..connection import Backend, ConnectionConfig
 from ..errors import PressureError
 from ..keys import resolve_prefix
@@ -53,7 +62,10 @@ class Collector(_Base):
         try:
             queues = queue_rows(self._backend, self._prefix, find_queues(self._backend, self._prefix))
             executors = executor_rows(self._backend, self._prefix, find_executors(self._backend, self._prefix))
-        except PressureError:
+        except PressureError as exc:
+            _log.event(_log.METRICS, logging.WARNING, "metrics_unreadable", "metrics of prefix %r on %s not read: %s",
+                       self._prefix, self._backend.config.url, exc, prefix=self._prefix,
+                       server=self._backend.config.url, error=str(exc))
             up.add_metric([self._prefix], 0)
             yield up
             return
@@ -77,25 +89,45 @@ class Collector(_Base):
             "unfinished": gauge("pressure_queue_unfinished_tasks",
                                 "Tasks whose processing has not ended: what join() waits for"),
             "dead_letters": gauge("pressure_queue_dead_letters", "Items in the dead-letter list"),
+            "delayed": gauge("pressure_queue_delayed", "Delayed items not due yet (statistics().delayed)"),
             "redelivered": gauge("pressure_queue_redelivered",
                                  "Items waiting with a state of their own (given back, kicked, or put with a "
                                  "ttl, ttr or key)"),
         }
+        errors = gauge("pressure_queue_error",
+                       "1 if the queue's keys could not be read at this scrape (its other metrics are left out)")
         for row in queues:
             values = [self._prefix, row.name, row.kind]
+            errors.add_metric(values, 0.0 if row.error is None else 1.0)
+            if row.error is not None:
+                _log.event(_log.METRICS, logging.WARNING, "metrics_unreadable",
+                           "%s queue %r under prefix %r left out of the metrics: its keys cannot be read: %s",
+                           row.kind, row.name, self._prefix, row.error, queue=row.name, prefix=self._prefix,
+                           error=row.error)
+                continue
             for field, family in families.items():
                 family.add_metric(values, float(getattr(row, field)))
         yield from families.values()
+        yield errors
         labels = ["prefix", "executor", "state"]
         pending = GaugeMetricFamily("pressure_executor_tasks", "Tasks queued or running", labels=labels)
         finished = CounterMetricFamily("pressure_executor_tasks_finished",
                                        "Tasks done, failed, retried (started again) and lost", labels=labels)
         workers = GaugeMetricFamily("pressure_executor_workers_alive",
                                     "Workers heard from in the last few seconds", labels=labels[:2])
+        broken = GaugeMetricFamily("pressure_executor_error",
+                                   "1 if the executor's keys could not be read at this scrape (its other "
+                                   "metrics are left out)", labels=labels[:2])
         for ex in executors:
+            broken.add_metric([self._prefix, ex.name], 0.0 if ex.error is None else 1.0)
+            if ex.error is not None:
+                _log.event(_log.METRICS, logging.WARNING, "metrics_unreadable",
+                           "executor %r under prefix %r left out of the metrics: its keys cannot be read: %s",
+                           ex.name, self._prefix, ex.error, executor=ex.name, prefix=self._prefix, error=ex.error)
+                continue
             pending.add_metric([self._prefix, ex.name, "queued"], ex.queued)
             pending.add_metric([self._prefix, ex.name, "running"], ex.running)
             for state in ("done", "failed", "retried", "lost"):
                 finished.add_metric([self._prefix, ex.name, state], getattr(ex, state))
             workers.add_metric([self._prefix, ex.name], len(ex.workers))
-        yield from (pending, finished, workers)
+        yield from (pending, finished, workers, broken)

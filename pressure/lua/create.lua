@@ -11,7 +11,8 @@
 -- KEYS[8] - :pressure:bound_unset (exists while the bound is 0 because no creator named one)
 -- KEYS[9] - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[10] - :pressure:delayed (delayed items count against the bound)
--- KEYS[11..] - pressure's other fixed keys of the queue
+-- KEYS[11] - :pressure:serializer (the name of the serializer the queue was created with)
+-- KEYS[12..] - pressure's other fixed keys of the queue
 -- ARGV[1] - bound to store when creating (0 = unbounded)
 -- ARGV[2] - the kind of queue: 'fifo', 'lifo' or 'priority'
 -- ARGV[3] - inbox key prefix (:pressure:inbox:)
@@ -22,6 +23,9 @@
 --           none: then a queue it creates is unbounded with its bound unset (KEYS[8]),
 --           and the first caller that names one sets it (as set_bound.lua does); a
 --           bound named, or created by a plain spec client, stays as it is
+-- ARGV[8] - the name of the creator's serializer, recorded in KEYS[11] when this call
+--           creates the queue ('': nothing recorded, the serializer is unknown); never
+--           changed after (a queue a plain spec client created has none)
 -- return {1, bound} if created, {0, bound} if it already existed (its bound now),
 --        {-1, ''} if :bound is missing but other keys remain (a Delete is
 --        running or was interrupted), so creating now would break the queue,
@@ -31,7 +35,7 @@ local not_full, closed, kind_key = KEYS[4], KEYS[5], KEYS[6]
 local consumers, bound_unset, items_key, delayed = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local bound, queue_kind, inbox_prefix = ARGV[1], ARGV[2], ARGV[3]
 local inflight_prefix, held_prefix, logs = ARGV[4], ARGV[5], ARGV[6]
-local named = ARGV[7] == '1'
+local named, serializer_key, serializer = ARGV[7] == '1', KEYS[11], ARGV[8]
 local stored = redis.call('GET', bound_key)
 if stored then
   local kind = redis.call('GET', kind_key) or 'fifo'
@@ -47,8 +51,8 @@ end
 if not queue_gone(bound_key, producer_free, consumer_free, not_full, closed) then
   return {-1, ''}
 end
-local others = {kind_key, bound_unset, delayed}
-for i = 11, #KEYS do table.insert(others, KEYS[i]) end
+local others = {kind_key, bound_unset, delayed, serializer_key}
+for i = 12, #KEYS do table.insert(others, KEYS[i]) end
 forget_queue(consumers, inbox_prefix, inflight_prefix, held_prefix, logs, others)
 redis.call('DEL', consumers)
 redis.call('SET', bound_key, bound)
@@ -57,4 +61,5 @@ redis.call('LPUSH', consumer_free, '1')
 redis.call('LPUSH', not_full, '1')
 if queue_kind ~= 'fifo' then redis.call('SET', kind_key, queue_kind) end
 if not named then redis.call('SET', bound_unset, '1') end
+if serializer ~= '' then redis.call('SET', serializer_key, serializer) end
 return {1, bound}
