@@ -18,7 +18,7 @@ from ..outage import Complaint, pause
 from ..signing import Signer, key_id
 
 if TYPE_CHECKING:
-    from .worker import WorkerConfig
+    from ._handles import WorkerConfig
 
 __all__ = ["initialize", "no_initializer", "setup_commands"]
 

@@ -51,10 +51,9 @@ import pickle
 import signal
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -73,8 +72,10 @@ from ..queue import Delivery, Queue
 from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._claims import Claims
 from ._contexts import own_forkserver, pool_context
-from ._handles import Handles, Prepared
+from ._handles import PREFETCH, Handles, Prepared, WorkerConfig
 from ._initializer import initialize
+from ._outcomes import _RemoteTraceback, unpack_outcome  # noqa: F401 - importable from here, as before
+from ._outcomes import outcome
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR", "pool_context"]
 
@@ -96,12 +97,6 @@ _WAKE_AGAIN = 0.02
 #: Tasks shorter than this are prefetched (WorkerConfig.prefetch); tasks held behind one
 #: that runs longer go back to the queue.
 SHORT_TASK = 0.005
-#: How many queued short tasks a worker takes, and claims, at once (one round trip for their
-#: get and claim, one for their replies and the next get): at most PREFETCH * SHORT_TASK
-#: (80 ms) of work held from idle workers; a cancel() of one held returns False, as for a task
-#: in ProcessPoolExecutor's call queue. 8 ran no-op tasks about 20% slower (the bench's
-#: ``--executor``).
-PREFETCH = 16
 
 #: How a worker ends (run_worker's return value, its process's exit status, which the process
 #: also says in a shared byte as it exits); _UNSAID: it did not say (see WorkerPool.check).
@@ -117,74 +112,6 @@ class Task:
     reply_to: str
     max_attempts: int
     body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    """Where a worker finds its executor, and how it works (picklable: passed to worker
-    processes)."""
-
-    name: str
-    config: ConnectionConfig
-    prefix: str
-    visibility_timeout: float
-    #: How many queued tasks a worker takes at once while tasks are short (it runs them one
-    #: at a time); after a task that ran SHORT_TASK or longer it takes one at a time, so
-    #: that long tasks spread over all workers.
-    prefetch: int = PREFETCH
-    #: The keys tasks, replies and the stored initializer are signed with (never shown).
-    authkey: tuple[bytes, ...] = field(default=(), repr=False)
-    #: How many tasks a worker runs before it ends (None: no limit); its pool starts another.
-    max_tasks_per_child: int | None = None
-    #: Unsigned tasks from a server not on this host are run all the same (pressure/signing.py).
-    insecure_pickle: bool = False
-
-
-class _RemoteTraceback(Exception):
-    """The traceback of an exception raised in a worker, shown as the ``__cause__``
-    of the exception re-raised in the caller (as ProcessPoolExecutor shows it)."""
-
-    def __init__(self, tb: str) -> None:
-        super().__init__(tb)
-        self.tb = tb
-
-    def __str__(self) -> str:
-        return self.tb
-
-
-def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
-    """Pickle a task's outcome: ``(succeeded, data)``. An exception keeps its traceback
-    text. What cannot be pickled becomes an exception saying so: it fails that task, never
-    the worker."""
-    if not ok:
-        text = "".join(traceback.format_exception(type(value), value, value.__traceback__))
-        value.__traceback__ = None
-        try:
-            return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure
-            if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
-                value.__cause__ = None  # its cause could not be pickled: the text shows it
-                return outcome(False, value)
-            substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
-                                      f"which could not be pickled ({exc!r})")
-            return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
-    try:
-        return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        problem = pickle.PicklingError(f"the task's result could not be pickled: {exc!r}")
-        return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
-
-
-def unpack_outcome(data: bytes) -> tuple[bool, Any]:
-    """The result, or the exception with its remote traceback as ``__cause__``."""
-    ok, value, text = pickle.loads(data)
-    if not ok and isinstance(value, BaseException) and text:
-        last = value
-        while last.__cause__ is not None:  # a BrokenExecutor's cause, pickled with it
-            last = last.__cause__
-        last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
-    return ok, value
 
 
 def _is_task(item: Any) -> bool:
