@@ -29,8 +29,10 @@ settled) and runs them one at a time:
 
 A worker rides out Redis restarts and outages (it retries, logging less and
 less often), and an item of the task queue that is not a task goes to the
-dead-letter list. Worker processes share nothing with their supervisor under a
-lock: the stop signal is a shared byte.
+dead-letter list. An error no retry mends (a wrong password, an ACL that
+refuses: ``_fatal.PERMANENT``) stops it, and its pool does not replace it.
+Worker processes share nothing with their supervisor under a lock: the stop
+signal is a shared byte.
 
 Start workers with ``python -m pressure worker NAME --url ... --processes N``,
 or from Python with ``run_workers(NAME, url=..., processes=N)`` (blocks) or
@@ -72,6 +74,7 @@ from ..queue import Delivery, Queue
 from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._claims import Claims
 from ._contexts import own_forkserver, pool_context
+from ._fatal import MESSAGE_SIZE, heard, permanent, reach_executor, say
 from ._handles import PREFETCH, Handles, Prepared, WorkerConfig
 from ._initializer import initialize
 from ._outcomes import _RemoteTraceback, unpack_outcome  # noqa: F401 - importable from here, as before
@@ -100,7 +103,8 @@ SHORT_TASK = 0.005
 
 #: How a worker ends (run_worker's return value, its process's exit status, which the process
 #: also says in a shared byte as it exits); _UNSAID: it did not say (see WorkerPool.check).
-STOPPED, NOT_INITIALIZED, CRASHED, RETIRED, _UNSAID = 0, 1, 2, 3, -1
+#: FAILED: on an error no retry mends (_fatal.PERMANENT), which it says in shared memory too.
+STOPPED, NOT_INITIALIZED, CRASHED, RETIRED, FAILED, _UNSAID = 0, 1, 2, 3, 4, -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,8 +482,10 @@ class _Worker:
                     continue
                 except ShutDown:  # the executor's queue was deleted
                     return STOPPED
-                except PressureError as exc:  # Redis restarting or unreachable (or a key of the
-                    complaint.failed(exc)       # wrong type): wait, never crash-loop the workers
+                except PressureError as exc:
+                    if permanent(exc):  # a wrong password, an ACL that refuses...: the worker stops
+                        raise
+                    complaint.failed(exc)  # Redis restarting or unreachable: wait for it
                     pause(_POLL, self.stop)
                     continue
                 if step is None:
@@ -518,7 +524,8 @@ class _Worker:
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
     """Run one worker in this process until ``stop()`` is true (or it has run
-    ``where.max_tasks_per_child`` tasks); the exit status: STOPPED, NOT_INITIALIZED or RETIRED."""
+    ``where.max_tasks_per_child`` tasks); the exit status: STOPPED, NOT_INITIALIZED or RETIRED.
+    An error no retry mends (a wrong password, an ACL that refuses...) is raised."""
     return _run_worker(where, stop, initializer, initargs, None, None)
 
 
@@ -538,23 +545,28 @@ def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Call
     return _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
 
 
-def _process_main(where: WorkerConfig, stopping: Any, said: Any, initializer: Callable[..., Any] | None,
-                  initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> None:
+def _process_main(where: WorkerConfig, stopping: Any, said: Any, verdict: Any,
+                  initializer: Callable[..., Any] | None, initargs: tuple[Any, ...], prepared: Prepared | None,
+                  handles: Handles | None) -> None:
     """A worker process: SIGINT is the parent's to handle (it sets the shared byte
     ``stopping``, which is read without a lock). Its exit status (STOPPED, NOT_INITIALIZED,
-    CRASHED or RETIRED) also goes in the shared byte ``said`` as it ends: a process that ends
-    without saying so died (its exit status may be any, a task's ``os._exit``). Its log lines
-    are timestamped (a new process has no logging configuration: the parent's is not
-    inherited)."""
+    CRASHED, RETIRED or FAILED) also goes in the shared byte ``said`` as it ends: a process
+    that ends without saying so died (its exit status may be any, a task's ``os._exit``);
+    FAILED's error goes in the shared buffer ``verdict`` first. Its log lines are timestamped
+    (a new process has no logging configuration: the parent's is not inherited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not logging.getLogger().handlers:
         logging.basicConfig(format=LOG_FORMAT)
     try:
         status = _run_worker(where, lambda: stopping.value != 0, initializer, initargs, prepared, handles)
-    except Exception:
-        _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
-                   exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
-        status = CRASHED
+    except Exception as exc:
+        if permanent(exc):
+            say(verdict, exc)  # its pool says it (once), and does not replace it
+            status = FAILED
+        else:
+            _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
+                       exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
+            status = CRASHED
     said.value = status
     raise SystemExit(status)
 
@@ -566,7 +578,9 @@ class WorkerPool:
     exit; ``with WorkerPool(...) as pool:`` does both. A process that dies (or
     ends without saying why: a task's ``os._exit``) is replaced by ``check()``
     (its task is redelivered); so is one that ran ``max_tasks_per_child`` tasks
-    and ended (nothing of it is redelivered). The executor uses one
+    and ended (nothing of it is redelivered). One that stopped on an error no
+    retry mends (a wrong password, an ACL that refuses...) is not: ``failure``
+    holds that error. The executor uses one
     for its local workers; ``python -m pressure worker`` runs one until
     SIGINT or SIGTERM.
 
@@ -605,8 +619,13 @@ class WorkerPool:
         #: 1 once the processes are told to stop: shared memory without a lock
         self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
-        #: by process: its byte of shared memory, in which it says how it ends (STOPPED...)
+        #: by process: its byte of shared memory, in which it says how it ends (STOPPED...), and
+        #: the buffer in which it says the error it ends on (FAILED)
         self._said: dict[Any, Any] = {}
+        self._verdicts: dict[Any, Any] = {}
+        #: The first error no retry mends that stopped a process (it is not replaced), if any.
+        self.failure: PressureError | None = None
+        self._failed: set[Any] = set()  # processes that stopped so, reported
         self._waker: Queue[Task] | None = None
         self._prepared = _prepared  # by the executor that starts this pool: see Prepared
         #: forked workers' queue handles, built here (their backend's client too: see
@@ -618,11 +637,13 @@ class WorkerPool:
         if self.context.get_start_method() == "forkserver":
             own_forkserver()
         said = self.context.RawValue("b", _UNSAID)
+        verdict = self.context.RawArray("c", MESSAGE_SIZE)
         proc = self.context.Process(target=_process_main, name="pressure-worker",
-                                    args=(self.where, self.stopping, said, self.initializer, self.initargs,
-                                          self._prepared, self._for_child))
+                                    args=(self.where, self.stopping, said, verdict, self.initializer,
+                                          self.initargs, self._prepared, self._for_child))
         proc.start()
         self._said[proc] = said
+        self._verdicts[proc] = verdict
         return proc
 
     def start(self) -> WorkerPool:
@@ -653,13 +674,23 @@ class WorkerPool:
     def check(self) -> int:
         """Replace worker processes that died (killed, crashed, or ended without saying how,
         whatever their exit status: a task's ``os._exit``) or retired (``max_tasks_per_child``),
-        not those that stopped or failed to initialize; return how many were replaced."""
+        not those that stopped, failed to initialize or stopped on an error no retry mends (the
+        first such error goes in ``failure``); return how many were replaced."""
         replaced = 0
         for i, proc in enumerate(self.procs):
             if proc.exitcode is None or self.stopping.value:
                 continue
             said = self._said[proc].value if proc in self._said else _UNSAID
             if said in (STOPPED, NOT_INITIALIZED):
+                continue
+            if said == FAILED:
+                if proc not in self._failed:
+                    self._failed.add(proc)
+                    error = heard(self._verdicts[proc])
+                    self.failure = self.failure or error
+                    _log.event(logger, logging.ERROR, "worker_crashed", "worker process %s stopped, not "
+                               "replaced (no retry mends this): %s", proc.pid, error, executor=self.where.name,
+                               prefix=self.where.prefix, pid=proc.pid, error=str(error))
                 continue
             if said == RETIRED:
                 _log.event(logger, logging.INFO, "worker_retired", "worker process %s ran its %d tasks "
@@ -677,6 +708,7 @@ class WorkerPool:
                            error=str(exc))
                 continue
             del self._said[proc]
+            self._verdicts.pop(proc, None)
             replaced += 1
         return replaced
 
@@ -737,11 +769,19 @@ class WorkerPool:
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
                 processes: int | None = None, visibility_timeout: float = 30.0,
                 prefetch: int = PREFETCH, authkey: Authkey | None = None,
-                max_tasks_per_child: int | None = None, insecure_pickle: bool = False) -> None:
+                max_tasks_per_child: int | None = None, insecure_pickle: bool = False,
+                create: bool = True) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
     redelivered. With ``max_tasks_per_child``, each process ends after that many tasks and
-    another starts (with 'spawn', as ProcessPoolExecutor's)."""
+    another starts (with 'spawn', as ProcessPoolExecutor's).
+
+    First, in one round trip, the executor's task queue is created if it does not exist (an
+    Executor started later uses it); not ``create``: QueueDoesNotExist if it does not exist
+    (the Executor was never started there, or the name, server or prefix is wrong). An error
+    no retry mends (a wrong password, an ACL that refuses: ``AuthenticationError``,
+    ``PermissionDenied``, ``TLSError``, ``ProtocolError``), met then or by any worker later,
+    stops every worker and is raised. While Redis cannot be reached, the workers wait for it."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
                       visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey,
                       max_tasks_per_child=max_tasks_per_child, insecure_pickle=insecure_pickle)
@@ -752,10 +792,16 @@ def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if not reach_executor(pool.where, create, stopping.is_set):
+            return  # told to stop while Redis could not be reached
         pool.start()
-        while not stopping.wait(1.0):
-            pool.check()
+        try:
+            while pool.failure is None and not stopping.wait(1.0):
+                pool.check()
+        finally:
+            pool.stop()
     finally:
-        pool.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if pool.failure is not None:
+        raise pool.failure
