@@ -10,7 +10,8 @@ over is retried, as ever.
 
 Before any process starts, ``run_workers`` makes one round trip (``reach_executor``): it
 finds the executor's task queue (the Executor creates it), or creates it (``create``), so
-that a wrong name, a wrong password or a refused key says so at once, before any worker runs.
+that an executor that does not exist (unless ``create``), a wrong password or a refused key
+says so at once, before any worker runs.
 """
 
 from __future__ import annotations
