@@ -34,9 +34,11 @@ fi
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
 export PYTHONPATH=examples  # workers import the task functions from executor_after.py
 
-PRESSURE_HOSTNAME=host-a "$PYTHON" -m pressure worker primes --processes 2 --visibility-timeout 10 &
+# --create: the workers start before the executor, so they make its task queue and wait for it
+# (without it, a worker for an executor that does not exist yet says so and exits)
+PRESSURE_HOSTNAME=host-a "$PYTHON" -m pressure worker primes --create --processes 2 --visibility-timeout 10 &
 a=$!
-PRESSURE_HOSTNAME=host-b "$PYTHON" -m pressure worker primes --processes 2 --visibility-timeout 10 &
+PRESSURE_HOSTNAME=host-b "$PYTHON" -m pressure worker primes --create --processes 2 --visibility-timeout 10 &
 b=$!
 trap 'kill -TERM $a $b; wait $a $b' EXIT  # each group lets its tasks finish, then exits
 sleep 2  # not needed for correctness (tasks wait in Redis), only so both groups get some

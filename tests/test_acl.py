@@ -5,7 +5,10 @@ its commands calls fail with PermissionDenied."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +152,50 @@ def test_keys_outside_the_prefix_are_refused(server: RedisServer, prefix: str) -
     with pytest.raises(pressure.PermissionDenied):
         pressure.Queue("x", url=f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix=prefix + "-other")
     admin.close()
+
+
+# -- pressure worker under a user the ACL refuses -----------------------------------------------
+
+
+def _worker(url: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pressure worker ex ...`` to its end (it must end on its own)."""
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-m", "pressure", "worker", "ex", "--url", url, "--prefix", prefix,
+                           *args], capture_output=True, text=True, timeout=60, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_a_worker_refused_its_keys_exits_1_in_one_line(server: RedisServer, prefix: str) -> None:
+    """A user whose keys are another prefix's: the workers would retry forever; the command
+    says why in one line (no password) and exits 1, before any worker process starts."""
+    admin = redis.Redis.from_url(server.url)
+    user = _user(admin, prefix + "-other")
+    try:
+        for create in ([], ["--create"]):
+            out = _worker(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix, "--processes", "1",
+                          *create)
+            assert out.returncode == 1, out.stderr
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("pressure worker: "), out.stderr
+            assert "ACL" in lines[0] and PASSWORD not in out.stderr
+    finally:
+        admin.close()
+
+
+def test_a_worker_process_refused_a_command_stops_the_whole_command(server: RedisServer, prefix: str) -> None:
+    """A command only the worker processes send (BLMOVE: the wait for a task) refused: the
+    process that meets it stops and is not replaced; the others stop, and the command exits 1
+    saying why on its last line."""
+    admin = redis.Redis.from_url(server.url)
+    user = _user(admin, prefix, without="blmove")
+    with pressure.Executor("ex", url=server.url, prefix=prefix, local_workers=False):
+        pass  # the executor exists (its task queue outlives it)
+    try:
+        out = _worker(f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0", prefix, "--processes", "2")
+        assert out.returncode == 1, out.stderr
+        last = out.stderr.strip().splitlines()[-1]
+        assert last.startswith("pressure worker: ") and "ACL" in last and "blmove" in last.lower(), out.stderr
+        assert PASSWORD not in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert "starting another" not in out.stderr, out.stderr  # not replaced
+    finally:
+        admin.close()

@@ -187,7 +187,8 @@ def _start_worker_group(spec: cx.ExecutorSpec, stderr: Path) -> subprocess.Popen
     with open(stderr, "wb") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "pressure", "worker", spec.name, "--url", spec.url, "--prefix",
-             spec.prefix, "--processes", "2", "--visibility-timeout", str(spec.visibility_timeout)],
+             spec.prefix, "--processes", "2", "--visibility-timeout", str(spec.visibility_timeout),
+             "--create"],  # it starts before its executor
             start_new_session=True, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=err)
 
 

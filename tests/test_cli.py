@@ -111,13 +111,21 @@ def test_version_from_both_entry_points(cli: Run, script: Run) -> None:
         assert out.returncode == 0 and out.stdout.strip() == f"pressure {pressure.__version__}"
 
 
-def test_worker_and_bench_are_passed_through(cli: Run) -> None:
+def test_worker_and_bench_are_click_commands_with_help_for_users(cli: Run) -> None:
+    """Their --help in the style of the others: no reST, nothing of pressure's insides."""
     out = cli("worker", "--help")
     assert out.returncode == 0 and "--processes" in out.stdout and "--authkey-file" in out.stdout
-    out = cli("bench", "--help")
-    assert out.returncode == 0 and "--count" in out.stdout
-    out = cli("worker")  # argparse: the name is required
-    assert out.returncode == 2 and "name" in out.stderr
+    assert "--create" in out.stdout
+    bench = cli("bench", "--help")
+    assert bench.returncode == 0 and "--count" in bench.stdout and "--sharded-shards" in bench.stdout
+    for text in (out.stdout, bench.stdout):
+        assert text.startswith("Usage: ") and "Options:" in text, text
+        for inside in ("``", "**", ".lua", "HINCRBY", "claim", "argparse", "usage:"):
+            assert inside not in text, (inside, text)
+    out = cli("worker")  # the name is required
+    assert out.returncode == 2 and "Missing argument 'NAME'" in out.stderr
+    out = cli("bench", "--executor", "--batch")  # each runs one section alone
+    assert out.returncode == 2 and "--executor and --batch" in out.stderr, out.stderr
 
 
 def test_refused_connection_is_one_line_without_the_password() -> None:
@@ -343,8 +351,9 @@ def test_put_creates_an_ordered_queue(cli: Run, queues: Callable[..., pressure.Q
 
 @contextlib.contextmanager
 def worker(name: str, url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``pressure worker NAME --create``: it may start before its executor."""
     proc = subprocess.Popen([sys.executable, "-m", "pressure", "worker", name, "--url", url, "--prefix", prefix,
-                             "--processes", "1"], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                             "--processes", "1", "--create"], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                             cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -512,7 +521,7 @@ def test_a_bad_worker_option_is_a_usage_error_before_any_process_starts(argv: li
     # nothing listens on port 1: a worker that started would not get this far quietly
     out = _run([sys.executable, "-m", "pressure", "worker", "ex", "--url", "redis://127.0.0.1:1/0", *argv])
     assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr and "usage:" in out.stderr and argv[0] in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "Usage:" in out.stderr and argv[0] in out.stderr, out.stderr
 
 
 def test_a_worker_pool_refuses_a_visibility_timeout_that_is_not_positive() -> None:
@@ -520,3 +529,65 @@ def test_a_worker_pool_refuses_a_visibility_timeout_that_is_not_positive() -> No
 
     with pytest.raises(ValueError, match="visibility_timeout"):
         WorkerPool("ex", url="redis://127.0.0.1:1/0", processes=1, visibility_timeout=-5)
+
+
+# -- pressure worker: what it cannot outlast -----------------------------------------------------
+
+
+def _worker_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pressure worker ARGS...``, to its end (it must end on its own)."""
+    return _run([sys.executable, "-m", "pressure", "worker", *args, "--processes", "1"])
+
+
+@pytest.mark.parametrize("create", [[], ["--create"]], ids=["plain", "create"])
+def test_a_worker_with_a_wrong_password_exits_1_in_one_line(create: list[str]) -> None:
+    """A wrong password never mends: one line saying so and what to do (no password), exit
+    status 1; not a worker retrying forever."""
+    with RedisServer(extra_args=("--requirepass", "right-one")) as server:
+        wrong = server.url.replace("redis://", "redis://:wrong-one@")
+        out = _worker_run("ex", "--url", wrong, *create)
+        assert out.returncode == 1, out.stderr
+        one_line_error(out, "pressure worker: ", "authentication failed", "--url")
+        assert "wrong-one" not in out.stderr and "right-one" not in out.stderr
+        assert "Traceback" not in out.stderr
+
+
+def test_a_worker_for_an_executor_that_does_not_exist_says_so(url: str, prefix: str, r: redis.Redis) -> None:
+    """Not a worker waiting silently for tasks that never come: one line, exit status 1, and
+    nothing created."""
+    out = _worker_run("nobody", "--url", url, "--prefix", prefix)
+    assert out.returncode == 1, out.stderr
+    one_line_error(out)
+    assert out.stderr.strip() == (f"pressure worker: executor 'nobody' does not exist on {url} under prefix "
+                                  f"{prefix!r}: start it (pressure.Executor('nobody', ...)) or pass --create")
+    assert list(r.scan_iter(match=f"{prefix}:*")) == []
+    # pressure's own --url and --prefix reach the command too
+    out = _run([sys.executable, "-m", "pressure", "--url", url, "--prefix", prefix, "worker", "nobody"])
+    assert out.returncode == 1 and f"under prefix {prefix!r}" in out.stderr, out.stderr
+
+
+def test_a_worker_with_create_makes_the_task_queue_and_a_later_executor_uses_it(
+        url: str, prefix: str, r: redis.Redis) -> None:
+    """--create: the workers make the executor's task queue (empty, unbounded) and wait; the
+    Executor started later uses it, with its own bound, and its tasks run there."""
+    keys = ExecutorKeys.build(prefix, "later")
+    bound = f"{prefix}:{keys.tasks}:bound"
+    with worker("later", url, prefix) as proc:
+        wait_until(lambda: bool(r.exists(bound)) or proc.poll() is not None)
+        assert proc.poll() is None and r.get(bound) == b"0"
+        with pressure.Executor("later", url=url, prefix=prefix, local_workers=False, max_pending=4) as ex:
+            assert r.get(bound) == b"4"
+            assert list(ex.map(tasks.square, range(6), timeout=SOON)) == [0, 1, 4, 9, 16, 25]
+            wait_until(lambda: ex.workers_alive() == 1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=SOON) == 0
+    # and without --create, now that the executor exists, a worker starts
+    with subprocess.Popen([sys.executable, "-m", "pressure", "worker", "later", "--url", url, "--prefix", prefix,
+                           "--processes", "1"], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True) as again:
+        try:
+            wait_until(lambda: bool(r.hlen(keys.workers)) or again.poll() is not None)
+            assert again.poll() is None
+        finally:
+            os.killpg(again.pid, signal.SIGTERM)
+            again.wait(timeout=SOON)

@@ -95,12 +95,11 @@ def test_bench_executor_only_compares_both_executors(url: str, r: redis.Redis) -
 
 def test_bench_sections_are_exclusive() -> None:
     """--executor and --no-executor cannot be combined; either one picks its section."""
-    parser = bench.build_parser()
     with pytest.raises(SystemExit):
-        parser.parse_args(["--executor", "--no-executor"])
-    only_queues = bench.config_from_args(parser.parse_args(["--no-executor"]))
-    only_executors = bench.config_from_args(parser.parse_args(["--executor"]))
-    both = bench.config_from_args(parser.parse_args([]))
+        bench.parse_args(["--executor", "--no-executor"])
+    only_queues = bench.config_from_args(bench.parse_args(["--no-executor"]))
+    only_executors = bench.config_from_args(bench.parse_args(["--executor"]))
+    both = bench.config_from_args(bench.parse_args([]))
     assert (only_queues.queues, only_queues.executors) == (True, False)
     assert (only_executors.queues, only_executors.executors) == (False, True)
     assert (both.queues, both.executors) == (True, True)
@@ -164,22 +163,21 @@ def test_bench_batch_only_reports_every_cell_memory_and_goals(url: str, r: redis
 
 def test_bench_batch_options_select_only_the_batch_section() -> None:
     """--batch is opt-in and exclusive with --executor; the size lists parse and reject junk."""
-    parser = bench.build_parser()
-    default = bench.config_from_args(parser.parse_args([]))
-    only = bench.config_from_args(parser.parse_args(["--batch", "--batch-sizes", "2,50",
-                                                     "--payload-sizes", "64"]))
+    default = bench.config_from_args(bench.parse_args([]))
+    only = bench.config_from_args(bench.parse_args(["--batch", "--batch-sizes", "2,50",
+                                                    "--payload-sizes", "64"]))
     assert default.batches is False
     assert (only.queues, only.executors, only.batches) == (False, False, True)
     assert only.batch_sizes == (2, 50) and only.payload_sizes == (64,)
     for bad in (["--batch", "--executor"], ["--batch-sizes", "0,10"], ["--payload-sizes", "1k"]):
         with pytest.raises(SystemExit):
-            parser.parse_args(bad)
+            bench.parse_args(bad)
 
 
 def test_big_payload_cells_move_fewer_messages() -> None:
     """Each cell moves at most CELL_BYTES (but at least MIN_CELL_MESSAGES), so 1 MB cells
     take about as long as 100 B ones; every batch size gets every payload size."""
-    config = bench.config_from_args(bench.build_parser().parse_args(["--batch"]))
+    config = bench.config_from_args(bench.parse_args(["--batch"]))
     counts = {(c.payload, c.batch): c.count for c in bench_batch.make_cells(config)}
     assert len(counts) == 12
     assert counts[(100, 500)] == 20_000 and counts[(1_000_000, 1)] == bench_batch.CELL_BYTES // 1_000_000 == 67
@@ -265,11 +263,12 @@ def test_executor_before_and_after_agree_and_leave_no_keys(url: str, r: redis.Re
 
 
 def _start_group(name: str, host: str, url: str, prefix: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m pressure worker NAME --processes 2`` as the host ``host``, in its own session."""
+    """``python -m pressure worker NAME --create --processes 2`` as the host ``host``, in its own
+    session, as examples/executor_two_hosts.sh starts it (before the executor: --create)."""
     env = {**_example_env(url, prefix), "PRESSURE_HOSTNAME": host, "PYTHONPATH": str(EXAMPLES)}
     with log.open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "pressure", "worker", name, "--processes", "2",
+            [sys.executable, "-m", "pressure", "worker", name, "--create", "--processes", "2",
              "--visibility-timeout", "10"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 

@@ -711,13 +711,13 @@ def test_task_that_kills_its_worker_every_time_fails_with_worker_lost(
 
 
 def start_worker_group(host: str, name: str, url: str, prefix: str, stderr: Path) -> subprocess.Popen[bytes]:
-    """``python -m pressure worker`` with two processes, in its own process group and posing as
-    ``host``."""
+    """``python -m pressure worker --create`` with two processes (it starts before its executor),
+    in its own process group and posing as ``host``."""
     env = {**os.environ, "PRESSURE_HOSTNAME": host, "PYTHONPATH": str(REPO_ROOT)}
     with open(stderr, "wb") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "pressure", "worker", name, "--url", url, "--prefix", prefix,
-             "--processes", "2", "--visibility-timeout", "3"],
+             "--processes", "2", "--visibility-timeout", "3", "--create"],
             start_new_session=True, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=err)
 
 

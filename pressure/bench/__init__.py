@@ -76,19 +76,19 @@ The exit status is 0 whether or not the goals are met: this is a report.
 
 from __future__ import annotations
 
-from ._cli import add_arguments as add_arguments
-from ._cli import build_parser as build_parser
 from ._cli import config_from_args as config_from_args
 from ._cli import main as main
+from ._cli import parse_args as parse_args
 from ._cli import run as run
 from ._harness import BenchConfig as BenchConfig
 from ._harness import PhaseResult as PhaseResult
 
-__all__ = ["BenchConfig", "PhaseResult", "add_arguments", "build_parser", "config_from_args", "main", "run"]
+__all__ = ["BenchConfig", "PhaseResult", "config_from_args", "main", "parse_args", "run"]
 
-# The subpackage (its docstring above is the --help text, so the map lives here):
+# The subpackage (the command's --help text is bench_command's docstring, in _cli):
 #   __init__   this map and the public names
-#   _cli       the options (add_arguments, config_from_args) and main, which runs the sections
+#   _cli       the command (bench_command, its options, parse_args), config_from_args and main,
+#              which runs the sections
 #   _harness   what every section shares: BenchConfig, the constants, the producer/consumer
 #              phase runner and its Transport, the server choice, the report helpers;
 #              it imports no section

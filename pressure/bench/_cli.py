@@ -1,17 +1,20 @@
-"""The command line of ``python -m pressure bench``: the options (``add_arguments``,
-``config_from_args``) and ``main``, which runs the chosen sections and prints their reports.
-The --help text is the package's docstring.
+"""The command line of ``pressure bench`` (``python -m pressure bench``, ``python -m
+pressure.bench``): its options (``bench_command``, a click command, whose docstring is the
+--help text), ``config_from_args`` and ``main``, which runs the chosen sections and prints
+their reports.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
+import click
 import redis
 
 from ..sharded import MAX_SHARDS
@@ -19,144 +22,166 @@ from ..testing import ServerUnavailable
 from ._harness import START_ROUNDS, STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
 from .queues import print_report, run_all
 
-__all__ = ["add_arguments", "build_parser", "config_from_args", "main", "run"]
+__all__ = ["bench_command", "config_from_args", "main", "parse_args", "run"]
+
+#: The options that each run one section alone: at most one of them.
+_SECTIONS = ("executor", "no_executor", "batch", "spark", "server_cost", "sharded")
+
+if TYPE_CHECKING:  # generic to type checkers in recent click, not in older ones
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
-    return value
+class _PositiveFloat(_ParamType):
+    """A positive, finite number."""
+
+    name = "NUMBER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"must be a positive number, not {value}", param, ctx)
+        return number
 
 
-def _payload_size(text: str) -> int:
-    value = int(text)
-    if value < STAMP.size:
-        raise argparse.ArgumentTypeError(f"must be at least {STAMP.size} (the timestamp), not {text}")
-    return value
+class _Sizes(_ParamType):
+    """A comma-separated list of integers from ``least`` to ``most``."""
+
+    name = "N,N,..."
+
+    def __init__(self, least: int = 1, most: int | None = None) -> None:
+        self.least, self.most = least, most
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            values = tuple(int(part) for part in str(value).split(","))
+        except ValueError:
+            self.fail(f"must be comma-separated integers, not {value}", param, ctx)
+        if min(values) < self.least:
+            self.fail(f"each must be at least {self.least}, not {value}", param, ctx)
+        if self.most is not None and max(values) > self.most:
+            self.fail(f"each must be at most {self.most}, not {value}", param, ctx)
+        return values
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
-    return value
+def _count(default: int | None, help_text: str, *names: str, show_default: bool = True) -> Callable[[Any], Any]:
+    """An option of a positive integer."""
+    return click.option(*names, type=click.IntRange(min=1), default=default, metavar="N",
+                        show_default=show_default and default is not None, help=help_text)
 
 
-def _size_list(text: str) -> tuple[int, ...]:
-    """A comma-separated list of positive integers (each at least 8 when used as payloads)."""
+@click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", default=None, metavar="URL",
+              help="The Redis server (default: pressure's --url, else REDIS_URL if that server answers, else a "
+                   "private redis-server started for the run).")
+@_count(20_000, "Messages in the throughput phase.", "--count")
+@click.option("--size", type=click.IntRange(min=STAMP.size), default=100, show_default=True, metavar="BYTES",
+              help=f"Payload size in bytes, at least {STAMP.size}.")
+@_count(100, "The bound of the bounded pressure.Queue.", "--maxsize")
+@_count(2_000, "Messages in the latency phase.", "--latency-count")
+@click.option("--rate", type=_PositiveFloat(), default=2_000.0, show_default=True,
+              help="Messages per second in the latency phase.")
+@_count(1, "Throughput and executor rounds, taking turns; the best one counts.", "--repeat")
+@click.option("--executor", is_flag=True, help="Run only the executor section.")
+@click.option("--no-executor", is_flag=True, help="Run only the queue section.")
+@click.option("--batch", is_flag=True,
+              help="Run only the batch section (put_many and get_many; about a minute per --repeat round).")
+@click.option("--spark", is_flag=True,
+              help="Run only the Spark section: the pressure data source against raw redis-py from Spark "
+                   "tasks (needs pyspark and Java).")
+@click.option("--server-cost", is_flag=True,
+              help="Run only the server-cost section: the Redis CPU time and commands each message costs, "
+                   "against raw redis-py.")
+@click.option("--sharded", is_flag=True,
+              help="Run only the sharded-queue section: a ShardedQueue's throughput for several shard counts "
+                   "on a local 3-master Redis Cluster it starts, against 1 shard and raw redis-py on one node.")
+@_count(20_000, "Items per --sharded measurement of single puts and gets (10 times more for batches).",
+        "--sharded-count")
+@click.option("--sharded-shards", type=_Sizes(most=MAX_SHARDS), default="1,2,3,6", show_default=True,
+              help="The shard counts of --sharded, comma-separated.")
+@_count(3, "Producer processes, and as many consumers, per --sharded measurement.", "--sharded-procs")
+@click.option("--sharded-batch", type=_Sizes(), default="1,100", show_default=True,
+              help="The batch sizes of --sharded, comma-separated: 1 is put and get, more is put_many and "
+                   "get_many.")
+@_count(None, "Messages per path in --server-cost (default: 20000; 2000 with --server-cost-instructions).",
+        "--server-cost-count")
+@click.option("--server-cost-instructions", is_flag=True,
+              help="With --server-cost: count the instructions a private Redis server, run under valgrind, "
+                   "executes per message instead of timing it (repeatable within a few percent on a busy "
+                   "machine; needs valgrind).")
+@click.option("--rtt", type=float, default=0.0, metavar="MS",
+              help="Reach Redis through a proxy that adds this round-trip time in ms, as across hosts (queue "
+                   "and batch sections).")
+@click.option("--no-batch", is_flag=True, help="Skip the batch section (it is skipped by default).")
+@click.option("--batch-sizes", type=_Sizes(), default="1,10,100,500", show_default=True,
+              help="The batch sizes of the batch section, comma-separated.")
+@click.option("--payload-sizes", type=_Sizes(least=STAMP.size), default="100,10000,1000000", show_default=True,
+              help=f"The payload sizes of the batch section in bytes, comma-separated, each at least "
+                   f"{STAMP.size}; bigger payloads move fewer messages.")
+@_count(20_000, "Messages per batch-section measurement at 100 bytes.", "--batch-messages")
+@_count(200_000, "100-byte items queued for the batch section's memory figure.", "--memory-items")
+@_count(200_000, "Rows each Spark path moves.", "--spark-rows")
+@_count(2, "Partitions of the Spark DataFrames.", "--spark-partitions")
+@click.option("--spark-batch", type=click.IntRange(1, 1000), default=500, show_default=True, metavar="N",
+              help="Items per round trip in the Spark section, at most 1000.")
+@_count(50_000, "Rows per micro-batch of the Spark stream reader.", "--spark-stream-batch")
+@_count(2, "Timed rounds of every Spark path, after a warm-up run; the best one counts.", "--spark-rounds")
+@_count(usable_cpus(), f"Worker processes of each executor (default: the CPUs usable here, {usable_cpus()}).",
+        "--workers", show_default=False)
+@_count(START_ROUNDS, "Start-and-stop rounds of each executor, taking turns: the cold start and idle "
+        "shutdown figures are their medians.", "--start-rounds")
+@_count(2_000, "No-op tasks per executor round.", "--executor-tasks")
+@_count(40, "CPU-bound tasks per executor round.", "--cpu-tasks")
+@_count(256, "MiB hashed by each CPU-bound task.", "--cpu-mb")
+@click.pass_context
+def bench_command(ctx: click.Context, /, **options: Any) -> None:
+    """Measure pressure's throughput and latency against its baselines.
+
+    By default, on this machine and one Redis server: the queues (pressure.Queue,
+    bounded, reliable and asyncio) against raw redis-py LPUSH/BRPOP, multiprocessing.Queue
+    and the protocol's command sequence sent literally; and pressure.Executor against
+    concurrent.futures.ProcessPoolExecutor (cold start, shutdown, no-op tasks per second,
+    CPU-bound tasks). Each of --no-executor, --executor, --batch, --server-cost, --sharded
+    and --spark runs one section alone.
+
+    Nothing is flushed: every queue and executor it makes has a name of its own, and its
+    keys are deleted afterwards. It exits 0 whether or not the goals are met (it is a
+    report), 1 if Redis cannot be reached, 2 on a bad option, 130 on Ctrl-C.
+    """
+    args = _checked(options)
+    if args.url is None and ctx.parent is not None:
+        args.url = ctx.parent.params.get("url")  # pressure's own --url, before the command
+    ctx.exit(main(args))
+
+
+def _checked(options: dict[str, Any]) -> SimpleNamespace:
+    """The parsed options as attributes, once checked together (UsageError)."""
+    chosen = [name for name in _SECTIONS if options[name]]
+    if len(chosen) > 1:
+        flags = " and ".join("--" + name.replace("_", "-") for name in chosen)
+        raise click.UsageError(f"{flags} exclude each other: each runs one section alone")
+    return SimpleNamespace(**options)
+
+
+def parse_args(argv: Sequence[str]) -> SimpleNamespace:
+    """The options of ``argv`` as attributes, parsed and checked but not run (for
+    ``config_from_args``); a bad one is said on stderr and exits 2, as the command does."""
     try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers, not {text}") from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive integers, not {text}")
-    return values
+        with bench_command.make_context("bench", list(argv)) as ctx:
+            return _checked(ctx.params)
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``bench`` options (shared by ``python -m pressure bench`` and ``run``)."""
-    parser.add_argument("--url", help="Redis server URL (default: $REDIS_URL if it answers, "
-                        "else a private redis-server started for the run)")
-    parser.add_argument("--count", type=_positive_int, default=20_000,
-                        help="messages in the throughput phase (default: %(default)s)")
-    parser.add_argument("--size", type=_payload_size, default=100,
-                        help="payload size in bytes, at least 8 (default: %(default)s)")
-    parser.add_argument("--maxsize", type=_positive_int, default=100,
-                        help="bound of the bounded pressure.Queue (default: %(default)s)")
-    parser.add_argument("--latency-count", type=_positive_int, default=2_000,
-                        help="messages in the latency phase (default: %(default)s)")
-    parser.add_argument("--rate", type=_positive_float, default=2_000.0,
-                        help="messages per second in the latency phase (default: %(default)s)")
-    parser.add_argument("--repeat", type=_positive_int, default=1,
-                        help="throughput rounds per transport and executor rounds, interleaved; "
-                        "the best counts (default: %(default)s)")
-    sections = parser.add_mutually_exclusive_group()
-    sections.add_argument("--executor", action="store_true",
-                          help="run only the executor section (default: both sections)")
-    sections.add_argument("--no-executor", action="store_true",
-                          help="run only the queue section (default: both sections)")
-    sections.add_argument("--batch", action="store_true",
-                          help="run only the batch section (put_many/get_many); it is opt-in, "
-                          "not in the default run, because it takes about a minute per --repeat round")
-    sections.add_argument("--spark", action="store_true",
-                          help="run only the Spark section (the pressure data source against raw "
-                          "redis-py from Spark tasks); opt-in, it needs pyspark and Java")
-    sections.add_argument("--server-cost", action="store_true",
-                          help="run only the server-cost section: Redis CPU and commands per message "
-                               "against raw redis-py (INFO cpu, commandstats)")
-    sections.add_argument("--sharded", action="store_true",
-                          help="run only the sharded-queue section: a ShardedQueue's throughput on a "
-                               "local 3-master Redis Cluster the section starts, for several shard "
-                               "counts, against 1 shard and raw LPUSH/BRPOP on one node")
-    parser.add_argument("--sharded-count", type=_positive_int, default=20_000,
-                        help="items per --sharded cell of single puts/gets (x10 for batches; "
-                             "default: %(default)s)")
-    parser.add_argument("--sharded-shards", type=_size_list, default=(1, 2, 3, 6),
-                        help="comma-separated shard counts of --sharded (default: 1,2,3,6)")
-    parser.add_argument("--sharded-procs", type=_positive_int, default=3,
-                        help="producer processes, and as many consumers, per --sharded cell "
-                             "(default: %(default)s)")
-    parser.add_argument("--sharded-batch", type=_size_list, default=(1, 100),
-                        help="comma-separated batch sizes of --sharded: 1 is put/get, more is "
-                             "put_many/get_many (default: 1,100)")
-    parser.add_argument("--server-cost-count", type=_positive_int, default=None,
-                        help="messages per path in --server-cost (default: 20000; 2000 with "
-                             "--server-cost-instructions)")
-    parser.add_argument("--server-cost-instructions", action="store_true",
-                        help="with --server-cost: count the instructions a private server started "
-                             "under valgrind's callgrind executes per message, instead of timing "
-                             "it (repeatable within a few percent on a busy machine; needs valgrind)")
-    parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
-                        help="reach Redis through a proxy that adds this round-trip time in ms, as "
-                             "across hosts (queue and batch sections; multiprocessing.Queue is local)")
-    parser.add_argument("--no-batch", action="store_true",
-                        help="skip the batch section (the default; kept for scripts)")
-    parser.add_argument("--batch-sizes", type=_size_list, default=(1, 10, 100, 500),
-                        help="comma-separated batch sizes of the batch section (default: 1,10,100,500)")
-    parser.add_argument("--payload-sizes", type=_size_list, default=(100, 10_000, 1_000_000),
-                        help="comma-separated payload sizes in bytes of the batch section, each at "
-                        "least 8 (default: 100,10000,1000000); bigger payloads move fewer messages")
-    parser.add_argument("--batch-messages", type=_positive_int, default=20_000,
-                        help="messages per batch-section cell at 100 B (default: %(default)s)")
-    parser.add_argument("--memory-items", type=_positive_int, default=200_000,
-                        help="100-B items queued for the batch section's memory line "
-                        "(default: %(default)s)")
-    parser.add_argument("--spark-rows", type=_positive_int, default=200_000,
-                        help="rows each Spark path moves (default: %(default)s)")
-    parser.add_argument("--spark-partitions", type=_positive_int, default=2,
-                        help="partitions of the Spark DataFrames (default: %(default)s)")
-    parser.add_argument("--spark-batch", type=_positive_int, default=500,
-                        help="items per round trip in the Spark section, at most 1000 "
-                        "(default: %(default)s)")
-    parser.add_argument("--spark-stream-batch", type=_positive_int, default=50_000,
-                        help="rows per micro-batch of the Spark stream reader (default: %(default)s)")
-    parser.add_argument("--spark-rounds", type=_positive_int, default=2,
-                        help="timed rounds of every Spark path, after a warm-up run; the best "
-                        "counts (default: %(default)s)")
-    parser.add_argument("--workers", type=_positive_int, default=usable_cpus(),
-                        help="worker processes of each executor (default: the CPUs usable, "
-                        "here %(default)s)")
-    parser.add_argument("--start-rounds", type=_positive_int, default=START_ROUNDS,
-                        help="start-and-stop rounds of each executor, taking turns: cold start and "
-                        "idle shutdown are their medians (default: %(default)s)")
-    parser.add_argument("--executor-tasks", type=_positive_int, default=2_000,
-                        help="no-op tasks per executor round (default: %(default)s)")
-    parser.add_argument("--cpu-tasks", type=_positive_int, default=40,
-                        help="CPU-bound tasks per executor round (default: %(default)s)")
-    parser.add_argument("--cpu-mb", type=_positive_int, default=256,
-                        help="MiB hashed by each CPU-bound task (default: %(default)s)")
-
-
-def build_parser(prog: str = "python -m pressure bench") -> argparse.ArgumentParser:
-    """A stand-alone parser for the bench options."""
-    doc = sys.modules[__name__.rpartition(".")[0]].__doc__  # the package's: the --help text
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0] if doc else None)
-    add_arguments(parser)
-    return parser
-
-
-def config_from_args(args: argparse.Namespace) -> BenchConfig:
+def config_from_args(args: Any) -> BenchConfig:
+    """The BenchConfig of the parsed options (``bench_command``'s, as attributes)."""
     if args.server_cost_instructions:
         args.server_cost = True  # the flag is a way of running that section
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
@@ -179,17 +204,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        rtt=args.rtt / 1000)
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the benchmark from parsed options; 0 even if goals are missed."""
+def main(args: Any) -> int:
+    """Run the benchmark from parsed options (``bench_command``'s, as attributes); the exit
+    status: 0 even if goals are missed, 1 if Redis cannot be reached, 130 on Ctrl-C."""
     if args.sharded:
         return _sharded(args)
     config = config_from_args(args)
-    if min(config.payload_sizes) < STAMP.size:
-        print(f"pressure bench: --payload-sizes must be at least {STAMP.size}", file=sys.stderr)
-        return 2
-    if config.spark_batch > 1000:
-        print("pressure bench: --spark-batch must be at most 1000", file=sys.stderr)
-        return 2
     try:
         with redis_url(config.url) as (url, how), contextlib.ExitStack() as stack:
             reports: list[Callable[[], None]] = []
@@ -241,13 +261,10 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sharded(args: argparse.Namespace) -> int:
+def _sharded(args: Any) -> int:
     """The --sharded section: it starts its own cluster (--url does not apply)."""
     from . import sharded
 
-    if max(args.sharded_shards) > MAX_SHARDS:
-        print(f"pressure bench: --sharded-shards must be at most {MAX_SHARDS}", file=sys.stderr)
-        return 2
     try:
         cells = sharded.run_sharded(args.sharded_count, args.size, args.sharded_procs,
                                     args.sharded_shards, args.sharded_batch, args.repeat)
@@ -262,5 +279,10 @@ def _sharded(args: argparse.Namespace) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` (the options after ``bench``; default ``sys.argv[1:]``) and run."""
-    return main(build_parser().parse_args(argv))
+    """Parse ``argv`` (the options after ``bench``; default ``sys.argv[1:]``) and run; the
+    exit status (2 for a bad option)."""
+    try:
+        bench_command.main(args=sys.argv[1:] if argv is None else argv, prog_name="python -m pressure.bench")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

@@ -3,15 +3,16 @@ executors from a shell.
 
 Built on click (a core dependency, so the command works wherever pressure is installed,
 worker hosts included). Tables are plain aligned text and the live view (``watch``)
-redraws in place with two ANSI sequences: nothing here needs more. ``bench`` and
-``worker`` are the argparse subcommands of pressure/__main__.py, passed through
-unchanged. Errors print one line (never a password) and exit non-zero: 1 for an error,
+redraws in place with two ANSI sequences: nothing here needs more. ``worker`` and
+``bench`` are loaded only when named (``LAZY``: ``pressure worker`` never imports the
+benchmark). Errors print one line (never a password) and exit non-zero: 1 for an error,
 2 for a usage error, 3 when ``get``/``put`` timed out (queue empty / full), 4 when the
 queue is shut down.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import secrets
@@ -42,7 +43,7 @@ from ._items import (UNPICKLE_WARNING, UNPICKLE_WARNING_SIGNED, Reader, Writer, 
                      written_name)
 from ._views import executors_table, ls_table, queue_json, rate, table, watch_table
 
-__all__ = ["cli", "Env", "Failure", "Runner", "add_passthrough"]
+__all__ = ["cli", "Env", "Failure", "LAZY"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,8 +66,36 @@ class _Closed(Failure):
     exit_code = EXIT_SHUT_DOWN
 
 
+#: The commands loaded only when named, each from its module: name -> (module, the command's
+#: name there, its one line in ``pressure --help``).
+LAZY: dict[str, tuple[str, str, str]] = {
+    "bench": ("pressure.bench._cli", "bench_command",
+              "Measure throughput and latency against raw redis-py and other queues."),
+    "worker": ("pressure.cli._worker", "worker_command", "Run worker processes for a pressure.Executor."),
+}
+
+
 class _Group(click.Group):
-    """Turns pressure's errors (and a bad URL or name) into a Failure."""
+    """Turns pressure's errors (and a bad URL or name) into a Failure; loads the ``LAZY``
+    commands when they are named."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY and cmd_name not in self.commands:
+            module, attribute, _ = LAZY[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their lines, the lazy ones' without loading them."""
+        shown = [(name, click.Command(name, short_help=LAZY[name][2]) if name in LAZY else self.commands[name])
+                 for name in self.list_commands(ctx)]
+        shown = [(name, command) for name, command in shown if not command.hidden]
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in shown])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -684,32 +713,3 @@ def keygen_command() -> None:
     export PRESSURE_AUTHKEY=$(pressure keygen). Nothing is sent to any server.
     """
     click.echo(secrets.token_hex(32))
-
-
-# -- the argparse subcommands (bench, worker): registered by pressure/__main__.py ----------
-
-#: Runs an argparse subcommand: its argv (the subcommand first) and the program's name
-#: for its usage line; returns the exit status.
-Runner = Callable[[list[str], str], int]
-
-
-def add_passthrough(command: str, help_text: str, runner: Runner,
-                    forward: tuple[str, ...] = ("--url", "--prefix")) -> None:
-    """Add ``command`` to the group, handing its arguments unparsed to ``runner`` (its own
-    ``--help`` included); those of the group's ``--url`` and ``--prefix`` named in ``forward``
-    follow them, unless given after the command."""
-
-    @click.pass_context
-    def run(ctx: click.Context, args: tuple[str, ...]) -> None:
-        env = ctx.find_object(Env)
-        argv = [command, *args]
-        if env is not None:
-            for option, value in (("--url", env.url_option), ("--prefix", env.prefix_option)):
-                if option in forward and value is not None and not any(a == option or a.startswith(option + "=") for a in args):
-                    argv += [option, value]
-        ctx.exit(runner(argv, ctx.parent.info_name if ctx.parent and ctx.parent.info_name else "pressure"))
-
-    settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
-    decorated = click.argument("args", nargs=-1, type=click.UNPROCESSED)(run)
-    cli.add_command(click.command(command, context_settings=settings, add_help_option=False,
-                                  help=f"{help_text}; see {command} --help.", short_help=help_text)(decorated))

@@ -1,5 +1,6 @@
-"""What a worker process starts with: the handles of its executor's queues, and what the
-executor that started it prepared for it.
+"""What a worker process starts with: where its executor is and how it works
+(``WorkerConfig``), the handles of its executor's queues, and what the executor that started
+it prepared for it.
 
 An executor that starts local workers loads the scripts of their way to a first reply in its
 constructor's round trip (``WORKER_SCRIPTS``), and a pool that forks its workers builds their
@@ -11,19 +12,47 @@ one get and one claim away.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._internal import attach
 from .._scripts import CLAIM, COUNT_START, GET, PUT, SETTLE
-from ..connection import Backend
+from ..connection import Backend, ConnectionConfig
 from ..keys import ExecutorKeys
 from ..queue import Queue
 
 if TYPE_CHECKING:
-    from .worker import Task, WorkerConfig
+    from .worker import Task
 
-__all__ = ["WORKER_SCRIPTS", "Handles", "Prepared"]
+__all__ = ["PREFETCH", "WORKER_SCRIPTS", "Handles", "Prepared", "WorkerConfig"]
+
+#: How many queued short tasks a worker takes, and claims, at once (one round trip for their
+#: get and claim, one for their replies and the next get): at most PREFETCH * SHORT_TASK
+#: (worker.py; 80 ms) of work held from idle workers; a cancel() of one held returns False, as
+#: for a task in ProcessPoolExecutor's call queue. 8 ran no-op tasks about 20% slower (the
+#: bench's ``--executor``).
+PREFETCH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """Where a worker finds its executor, and how it works (picklable: passed to worker
+    processes)."""
+
+    name: str
+    config: ConnectionConfig
+    prefix: str
+    visibility_timeout: float
+    #: How many queued tasks a worker takes at once while tasks are short (it runs them one
+    #: at a time); after a task that ran SHORT_TASK or longer it takes one at a time, so
+    #: that long tasks spread over all workers.
+    prefetch: int = PREFETCH
+    #: The keys tasks, replies and the stored initializer are signed with (never shown).
+    authkey: tuple[bytes, ...] = field(default=(), repr=False)
+    #: How many tasks a worker runs before it ends (None: no limit); its pool starts another.
+    max_tasks_per_child: int | None = None
+    #: Unsigned tasks from a server not on this host are run all the same (pressure/signing.py).
+    insecure_pickle: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,10 @@ from ..connection import Backend, pack_command
 from ..keys import ExecutorKeys
 from ..outage import Complaint, pause
 from ..signing import Signer, key_id
+from ._fatal import REFUSED_FOR_GOOD
 
 if TYPE_CHECKING:
-    from .worker import WorkerConfig
+    from ._handles import WorkerConfig
 
 __all__ = ["initialize", "no_initializer", "setup_commands"]
 
@@ -63,7 +64,8 @@ def initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
     """Run the executor's initializer (passed in, or stored in Redis by the executor for
     workers that join from elsewhere). If it fails, the executor is broken: say why in
     Redis, where executors look, and return False. None: told to stop while Redis could
-    not be reached to read it."""
+    not be reached to read it. A wrong password or an ACL that refuses is raised
+    (AuthenticationError, PermissionDenied): no retry mends it."""
     keys = ExecutorKeys.build(where.prefix, where.name)
     client = backend.route(keys.claims, f"executor {where.name!r}").client()
     complaint = Complaint(logger, "worker: cannot read the executor's configuration yet")
@@ -81,6 +83,8 @@ def initialize(where: WorkerConfig, initializer: Callable[..., Any] | None,
                 return None
             break
         except redis.RedisError as exc:  # Redis restarting: not the initializer's failure
+            if isinstance(exc, REFUSED_FOR_GOOD):  # a wrong password, an ACL that refuses: raised
+                backend.raise_error(exc, f"read the configuration of executor {where.name!r}", False)
             complaint.failed(exc)
             pause(RETRY, stop)
     try:

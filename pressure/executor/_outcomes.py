@@ -1,12 +1,17 @@
-"""How an executor completes its futures from the results its workers send: each result is
-counted in Redis (``:executor:stats:done`` or ``failed``) before its future completes, so that
-``statistics()`` agrees with what a caller has seen finish; a reply a worker sent twice (a task
-run again after its worker was lost) counts once, since only a pending future's counts."""
+"""Outcomes of tasks: how a worker pickles one (``outcome``) and the executor unpickles it
+(``unpack_outcome``), and how an executor completes its futures from the results its workers
+send: each result is counted in Redis (``:executor:stats:done`` or ``failed``) before its
+future completes, so that ``statistics()`` agrees with what a caller has seen finish; a reply
+a worker sent twice (a task run again after its worker was lost) counts once, since only a
+pending future's counts."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import pickle
+import re
+import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -18,15 +23,61 @@ from .._wire import LOST
 from ..connection import Backend, pack_command
 from ..errors import BackendError, BrokenExecutor
 from ..keys import ExecutorKeys
-from .worker import unpack_outcome
 
-__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes"]
+__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes", "outcome", "unpack_outcome"]
 
 logger = _log.EXECUTOR
 
 #: What shutdown() puts in the result queue to wake the result thread (a result is never
 #: empty: it starts with its task's id).
 WAKE_MESSAGE = b""
+
+
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, shown as the ``__cause__``
+    of the exception re-raised in the caller (as ProcessPoolExecutor shows it)."""
+
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return self.tb
+
+
+def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
+    """Pickle a task's outcome: ``(succeeded, data)``. An exception keeps its traceback
+    text. What cannot be pickled becomes an exception saying so: it fails that task, never
+    the worker."""
+    if not ok:
+        text = "".join(traceback.format_exception(type(value), value, value.__traceback__))
+        value.__traceback__ = None
+        try:
+            return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure
+            if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
+                value.__cause__ = None  # its cause could not be pickled: the text shows it
+                return outcome(False, value)
+            substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
+                                      f"which could not be pickled ({exc!r})")
+            return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
+    try:
+        return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        problem = pickle.PicklingError(f"the task's result could not be pickled: {exc!r}")
+        return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_outcome(data: bytes) -> tuple[bool, Any]:
+    """The result, or the exception with its remote traceback as ``__cause__``."""
+    ok, value, text = pickle.loads(data)
+    if not ok and isinstance(value, BaseException) and text:
+        last = value
+        while last.__cause__ is not None:  # a BrokenExecutor's cause, pickled with it
+            last = last.__cause__
+        last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
+    return ok, value
 
 
 def _parse_result(message: bytes) -> tuple[str, bool, Any]:
@@ -132,3 +183,21 @@ class Outcomes(Generic[_F]):
                     future.set_exception(value)
             except concurrent.futures.InvalidStateError:
                 pass  # cancelled meanwhile
+
+
+#: pickle's error for a name it cannot find in a module: ``Can't get attribute 'cube' on
+#: <module 'pressure.__main__' from ...>`` (3.12 and later: ``Can't get attribute ... on
+#: <module '__main__' ...>``)
+_NOT_IN_MAIN = re.compile(r"Can't get attribute '[^']*' on <module '(?:[\w.]*\.)?__(?:mp_)?main__'")
+
+
+def unpickling_hint(exc: BaseException) -> str:
+    """What to do about a task that could not be unpickled, where the cause is known: a
+    function or class defined in the submitting program's ``__main__`` (a script), which
+    pickle names as ``__main__.<name>``: the workers look in their own ``__main__`` (the
+    ``python -m pressure worker`` program, or another script) and do not find it."""
+    if isinstance(exc, AttributeError) and _NOT_IN_MAIN.search(str(exc)):
+        return (" (it is defined in the submitting program's __main__, a script, which the workers do "
+                "not have: define it in a module the workers can import, or submit with "
+                "Executor(..., serializer=\"cloudpickle\"), which sends it by value)")
+    return ""

@@ -29,8 +29,10 @@ settled) and runs them one at a time:
 
 A worker rides out Redis restarts and outages (it retries, logging less and
 less often), and an item of the task queue that is not a task goes to the
-dead-letter list. Worker processes share nothing with their supervisor under a
-lock: the stop signal is a shared byte.
+dead-letter list. An error no retry mends (a wrong password, an ACL that
+refuses: ``_fatal.PERMANENT``) stops it, and its pool does not replace it.
+Worker processes share nothing with their supervisor under a lock: the stop
+signal is a shared byte.
 
 Start workers with ``python -m pressure worker NAME --url ... --processes N``,
 or from Python with ``run_workers(NAME, url=..., processes=N)`` (blocks) or
@@ -48,14 +50,12 @@ import multiprocessing
 import multiprocessing.context
 import os
 import pickle
-import re
 import signal
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -74,8 +74,11 @@ from ..queue import Delivery, Queue
 from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._claims import Claims
 from ._contexts import own_forkserver, pool_context
-from ._handles import Handles, Prepared
+from ._fatal import MESSAGE_SIZE, heard, permanent, reach_executor, say
+from ._handles import PREFETCH, Handles, Prepared, WorkerConfig
 from ._initializer import initialize
+from ._outcomes import _RemoteTraceback, unpack_outcome  # noqa: F401 - importable from here, as before
+from ._outcomes import outcome, unpickling_hint
 
 __all__ = ["Task", "run_worker", "run_workers", "WorkerPool", "HEARTBEAT", "ALIVE_FOR", "pool_context"]
 
@@ -97,16 +100,11 @@ _WAKE_AGAIN = 0.02
 #: Tasks shorter than this are prefetched (WorkerConfig.prefetch); tasks held behind one
 #: that runs longer go back to the queue.
 SHORT_TASK = 0.005
-#: How many queued short tasks a worker takes, and claims, at once (one round trip for their
-#: get and claim, one for their replies and the next get): at most PREFETCH * SHORT_TASK
-#: (80 ms) of work held from idle workers; a cancel() of one held returns False, as for a task
-#: in ProcessPoolExecutor's call queue. 8 ran no-op tasks about 20% slower (the bench's
-#: ``--executor``).
-PREFETCH = 16
 
 #: How a worker ends (run_worker's return value, its process's exit status, which the process
 #: also says in a shared byte as it exits); _UNSAID: it did not say (see WorkerPool.check).
-STOPPED, NOT_INITIALIZED, CRASHED, RETIRED, _UNSAID = 0, 1, 2, 3, -1
+#: FAILED: on an error no retry mends (_fatal.PERMANENT), which it says in shared memory too.
+STOPPED, NOT_INITIALIZED, CRASHED, RETIRED, FAILED, _UNSAID = 0, 1, 2, 3, 4, -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,92 +116,6 @@ class Task:
     reply_to: str
     max_attempts: int
     body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    """Where a worker finds its executor, and how it works (picklable: passed to worker
-    processes)."""
-
-    name: str
-    config: ConnectionConfig
-    prefix: str
-    visibility_timeout: float
-    #: How many queued tasks a worker takes at once while tasks are short (it runs them one
-    #: at a time); after a task that ran SHORT_TASK or longer it takes one at a time, so
-    #: that long tasks spread over all workers.
-    prefetch: int = PREFETCH
-    #: The keys tasks, replies and the stored initializer are signed with (never shown).
-    authkey: tuple[bytes, ...] = field(default=(), repr=False)
-    #: How many tasks a worker runs before it ends (None: no limit); its pool starts another.
-    max_tasks_per_child: int | None = None
-    #: Unsigned tasks from a server not on this host are run all the same (pressure/signing.py).
-    insecure_pickle: bool = False
-
-
-class _RemoteTraceback(Exception):
-    """The traceback of an exception raised in a worker, shown as the ``__cause__``
-    of the exception re-raised in the caller (as ProcessPoolExecutor shows it)."""
-
-    def __init__(self, tb: str) -> None:
-        super().__init__(tb)
-        self.tb = tb
-
-    def __str__(self) -> str:
-        return self.tb
-
-
-def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
-    """Pickle a task's outcome: ``(succeeded, data)``. An exception keeps its traceback
-    text. What cannot be pickled becomes an exception saying so: it fails that task, never
-    the worker."""
-    if not ok:
-        text = "".join(traceback.format_exception(type(value), value, value.__traceback__))
-        value.__traceback__ = None
-        try:
-            return False, pickle.dumps((False, value, text), pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure
-            if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
-                value.__cause__ = None  # its cause could not be pickled: the text shows it
-                return outcome(False, value)
-            substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
-                                      f"which could not be pickled ({exc!r})")
-            return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
-    try:
-        return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        problem = pickle.PicklingError(f"the task's result could not be pickled: {exc!r}")
-        return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
-
-
-def unpack_outcome(data: bytes) -> tuple[bool, Any]:
-    """The result, or the exception with its remote traceback as ``__cause__``."""
-    ok, value, text = pickle.loads(data)
-    if not ok and isinstance(value, BaseException) and text:
-        last = value
-        while last.__cause__ is not None:  # a BrokenExecutor's cause, pickled with it
-            last = last.__cause__
-        last.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
-    return ok, value
-
-
-#: pickle's error for a name it cannot find in a module: ``Can't get attribute 'cube' on
-#: <module 'pressure.__main__' from ...>`` (3.12 and later: ``Can't get attribute ... on
-#: <module '__main__' ...>``)
-_NOT_IN_MAIN = re.compile(r"Can't get attribute '[^']*' on <module '(?:[\w.]*\.)?__(?:mp_)?main__'")
-
-
-def _unpickling_hint(exc: BaseException) -> str:
-    """What to do about a task that could not be unpickled, where the cause is known: a
-    function or class defined in the submitting program's ``__main__`` (a script), which
-    pickle names as ``__main__.<name>``: the workers look in their own ``__main__`` (the
-    ``python -m pressure worker`` program, or another script) and do not find it."""
-    if isinstance(exc, AttributeError) and _NOT_IN_MAIN.search(str(exc)):
-        return (" (it is defined in the submitting program's __main__, a script, which the workers do "
-                "not have: define it in a module the workers can import, or submit with "
-                "Executor(..., serializer=\"cloudpickle\"), which sends it by value)")
-    return ""
 
 
 def _is_task(item: Any) -> bool:
@@ -441,7 +353,7 @@ class _Worker:
             fn, args, kwargs = pickle.loads(task.body)
         except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool in ProcessPoolExecutor
             broken = BrokenExecutor(f"task {task.id}'s function or arguments could not be "
-                                    f"unpickled in the worker: {exc!r}{_unpickling_hint(exc)}")
+                                    f"unpickled in the worker: {exc!r}{unpickling_hint(exc)}")
             broken.__cause__ = exc
             _, message = outcome(False, broken)
         else:
@@ -570,8 +482,10 @@ class _Worker:
                     continue
                 except ShutDown:  # the executor's queue was deleted
                     return STOPPED
-                except PressureError as exc:  # Redis restarting or unreachable (or a key of the
-                    complaint.failed(exc)       # wrong type): wait, never crash-loop the workers
+                except PressureError as exc:
+                    if permanent(exc):  # a wrong password, an ACL that refuses...: the worker stops
+                        raise
+                    complaint.failed(exc)  # Redis restarting or unreachable: wait for it
                     pause(_POLL, self.stop)
                     continue
                 if step is None:
@@ -610,7 +524,8 @@ class _Worker:
 def run_worker(where: WorkerConfig, stop: Callable[[], bool],
                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> int:
     """Run one worker in this process until ``stop()`` is true (or it has run
-    ``where.max_tasks_per_child`` tasks); the exit status: STOPPED, NOT_INITIALIZED or RETIRED."""
+    ``where.max_tasks_per_child`` tasks); the exit status: STOPPED, NOT_INITIALIZED or RETIRED.
+    An error no retry mends (a wrong password, an ACL that refuses...) is raised."""
     return _run_worker(where, stop, initializer, initargs, None, None)
 
 
@@ -630,23 +545,28 @@ def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Call
     return _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
 
 
-def _process_main(where: WorkerConfig, stopping: Any, said: Any, initializer: Callable[..., Any] | None,
-                  initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> None:
+def _process_main(where: WorkerConfig, stopping: Any, said: Any, verdict: Any,
+                  initializer: Callable[..., Any] | None, initargs: tuple[Any, ...], prepared: Prepared | None,
+                  handles: Handles | None) -> None:
     """A worker process: SIGINT is the parent's to handle (it sets the shared byte
     ``stopping``, which is read without a lock). Its exit status (STOPPED, NOT_INITIALIZED,
-    CRASHED or RETIRED) also goes in the shared byte ``said`` as it ends: a process that ends
-    without saying so died (its exit status may be any, a task's ``os._exit``). Its log lines
-    are timestamped (a new process has no logging configuration: the parent's is not
-    inherited)."""
+    CRASHED, RETIRED or FAILED) also goes in the shared byte ``said`` as it ends: a process
+    that ends without saying so died (its exit status may be any, a task's ``os._exit``);
+    FAILED's error goes in the shared buffer ``verdict`` first. Its log lines are timestamped
+    (a new process has no logging configuration: the parent's is not inherited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not logging.getLogger().handlers:
         logging.basicConfig(format=LOG_FORMAT)
     try:
         status = _run_worker(where, lambda: stopping.value != 0, initializer, initargs, prepared, handles)
-    except Exception:
-        _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
-                   exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
-        status = CRASHED
+    except Exception as exc:
+        if permanent(exc):
+            say(verdict, exc)  # its pool says it (once), and does not replace it
+            status = FAILED
+        else:
+            _log.event(logger, logging.ERROR, "worker_crashed", "worker process %d crashed", os.getpid(),
+                       exc_info=True, executor=where.name, prefix=where.prefix, pid=os.getpid())
+            status = CRASHED
     said.value = status
     raise SystemExit(status)
 
@@ -658,7 +578,9 @@ class WorkerPool:
     exit; ``with WorkerPool(...) as pool:`` does both. A process that dies (or
     ends without saying why: a task's ``os._exit``) is replaced by ``check()``
     (its task is redelivered); so is one that ran ``max_tasks_per_child`` tasks
-    and ended (nothing of it is redelivered). The executor uses one
+    and ended (nothing of it is redelivered). One that stopped on an error no
+    retry mends (a wrong password, an ACL that refuses...) is not: ``failure``
+    holds that error. The executor uses one
     for its local workers; ``python -m pressure worker`` runs one until
     SIGINT or SIGTERM.
 
@@ -697,8 +619,13 @@ class WorkerPool:
         #: 1 once the processes are told to stop: shared memory without a lock
         self.stopping: Any = self.context.RawValue("b", 0)
         self.procs: list[Any] = []
-        #: by process: its byte of shared memory, in which it says how it ends (STOPPED...)
+        #: by process: its byte of shared memory, in which it says how it ends (STOPPED...), and
+        #: the buffer in which it says the error it ends on (FAILED)
         self._said: dict[Any, Any] = {}
+        self._verdicts: dict[Any, Any] = {}
+        #: The first error no retry mends that stopped a process (it is not replaced), if any.
+        self.failure: PressureError | None = None
+        self._failed: set[Any] = set()  # processes that stopped so, reported
         self._waker: Queue[Task] | None = None
         self._prepared = _prepared  # by the executor that starts this pool: see Prepared
         #: forked workers' queue handles, built here (their backend's client too: see
@@ -710,11 +637,13 @@ class WorkerPool:
         if self.context.get_start_method() == "forkserver":
             own_forkserver()
         said = self.context.RawValue("b", _UNSAID)
+        verdict = self.context.RawArray("c", MESSAGE_SIZE)
         proc = self.context.Process(target=_process_main, name="pressure-worker",
-                                    args=(self.where, self.stopping, said, self.initializer, self.initargs,
-                                          self._prepared, self._for_child))
+                                    args=(self.where, self.stopping, said, verdict, self.initializer,
+                                          self.initargs, self._prepared, self._for_child))
         proc.start()
         self._said[proc] = said
+        self._verdicts[proc] = verdict
         return proc
 
     def start(self) -> WorkerPool:
@@ -745,13 +674,23 @@ class WorkerPool:
     def check(self) -> int:
         """Replace worker processes that died (killed, crashed, or ended without saying how,
         whatever their exit status: a task's ``os._exit``) or retired (``max_tasks_per_child``),
-        not those that stopped or failed to initialize; return how many were replaced."""
+        not those that stopped, failed to initialize or stopped on an error no retry mends (the
+        first such error goes in ``failure``); return how many were replaced."""
         replaced = 0
         for i, proc in enumerate(self.procs):
             if proc.exitcode is None or self.stopping.value:
                 continue
             said = self._said[proc].value if proc in self._said else _UNSAID
             if said in (STOPPED, NOT_INITIALIZED):
+                continue
+            if said == FAILED:
+                if proc not in self._failed:
+                    self._failed.add(proc)
+                    error = heard(self._verdicts[proc])
+                    self.failure = self.failure or error
+                    _log.event(logger, logging.ERROR, "worker_crashed", "worker process %s stopped, not "
+                               "replaced (no retry mends this): %s", proc.pid, error, executor=self.where.name,
+                               prefix=self.where.prefix, pid=proc.pid, error=str(error))
                 continue
             if said == RETIRED:
                 _log.event(logger, logging.INFO, "worker_retired", "worker process %s ran its %d tasks "
@@ -769,6 +708,7 @@ class WorkerPool:
                            error=str(exc))
                 continue
             del self._said[proc]
+            self._verdicts.pop(proc, None)
             replaced += 1
         return replaced
 
@@ -829,11 +769,19 @@ class WorkerPool:
 def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
                 processes: int | None = None, visibility_timeout: float = 30.0,
                 prefetch: int = PREFETCH, authkey: Authkey | None = None,
-                max_tasks_per_child: int | None = None, insecure_pickle: bool = False) -> None:
+                max_tasks_per_child: int | None = None, insecure_pickle: bool = False,
+                create: bool = True) -> None:
     """Run ``processes`` workers for the executor ``name`` until SIGINT or SIGTERM (then each
     finishes its current task). Dead processes are replaced; the tasks they held are
     redelivered. With ``max_tasks_per_child``, each process ends after that many tasks and
-    another starts (with 'spawn', as ProcessPoolExecutor's)."""
+    another starts (with 'spawn', as ProcessPoolExecutor's).
+
+    First, in one round trip, the executor's task queue is created if it does not exist (an
+    Executor started later uses it); not ``create``: QueueDoesNotExist if it does not exist
+    (the Executor was never started there, or the name, server or prefix is wrong). An error
+    no retry mends (a wrong password, an ACL that refuses: ``AuthenticationError``,
+    ``PermissionDenied``, ``TLSError``, ``ProtocolError``), met then or by any worker later,
+    stops every worker and is raised. While Redis cannot be reached, the workers wait for it."""
     pool = WorkerPool(name, url=url, prefix=prefix, processes=processes,
                       visibility_timeout=visibility_timeout, prefetch=prefetch, authkey=authkey,
                       max_tasks_per_child=max_tasks_per_child, insecure_pickle=insecure_pickle)
@@ -844,10 +792,16 @@ def run_workers(name: str, *, url: str | None = None, prefix: str | None = None,
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if not reach_executor(pool.where, create, stopping.is_set):
+            return  # told to stop while Redis could not be reached
         pool.start()
-        while not stopping.wait(1.0):
-            pool.check()
+        try:
+            while pool.failure is None and not stopping.wait(1.0):
+                pool.check()
+        finally:
+            pool.stop()
     finally:
-        pool.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if pool.failure is not None:
+        raise pool.failure
