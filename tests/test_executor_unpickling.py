@@ -87,7 +87,7 @@ def _worker(url: str, prefix: str) -> Any:
     import subprocess
 
     return subprocess.Popen([sys.executable, "-m", "pressure", "worker", "main", "--url", url, "--prefix", prefix,
-                             "--processes", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             "--processes", "1", "--create"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
 
