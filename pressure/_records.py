@@ -36,18 +36,6 @@ def _batch_header(header: bytes) -> tuple[int, int, list[int] | None]:
     return int(first), int(ms), [int(c) for c in counts.split(b",")] if counts else None
 
 
-def _item(loads: Callable[[bytes], Any] | None, payload: bytes) -> Any:
-    """``loads(payload)``: the ``item`` of an in-flight record or a dead letter."""
-    if loads is None:
-        raise TypeError("this record was not listed by a queue: it has no serializer to read its payload")
-    return loads(payload)
-
-
-def _reduce(record: Any) -> tuple[Any, ...]:
-    """Pickle a listed record without its serializer (which may hold an authkey)."""
-    return type(record), tuple(getattr(record, f.name) for f in fields(record) if f.name != "_loads")
-
-
 def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int, bytes]]:
     """The (seq, deliveries, ms, item) of a held batch's items, oldest first."""
     first, ms, counts = _batch_header(header)
@@ -55,8 +43,37 @@ def _held_entries(header: bytes, items: list[bytes]) -> list[tuple[str, int, int
 
 
 
+class _Listed:
+    """What an in-flight record and a dead letter share: the payload's task id, and the item
+    read from it by the queue that listed it."""
+
+    __slots__ = ()
+    payload: bytes
+    _loads: Callable[[bytes], Any] | None
+
+    @property
+    def task_id(self) -> str:
+        """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
+        return hashlib.sha1(self.payload).hexdigest()
+
+    @property
+    def item(self) -> Any:
+        """The item, deserialized from ``payload`` on each access, as ``get()`` would: with an
+        authkey, verified first. A payload that does not decode raises what ``get()`` raises
+        for it (``DeserializationError`` carrying the raw bytes; ``IntegrityError``, a
+        subclass, for a signature that does not verify), here only: listing never fails on
+        one bad payload."""
+        if self._loads is None:
+            raise TypeError("this record was not listed by a queue: it has no serializer to read its payload")
+        return self._loads(self.payload)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled without its serializer (which may hold an authkey)."""
+        return type(self), tuple(getattr(self, f.name) for f in fields(self) if f.name != "_loads")  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
-class InFlight:
+class InFlight(_Listed):
     """An item delivered and not yet acknowledged."""
 
     #: The consumer holding it.
@@ -73,26 +90,9 @@ class InFlight:
     #: authkey); None for a record made by hand.
     _loads: Callable[[bytes], Any] | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def task_id(self) -> str:
-        """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
-        return hashlib.sha1(self.payload).hexdigest()
-
-    @property
-    def item(self) -> Any:
-        """The item, deserialized from ``payload`` on each access, as ``get()`` would: with an
-        authkey, verified first. A payload that does not decode raises what ``get()`` raises
-        for it (``DeserializationError`` carrying the raw bytes; ``IntegrityError``, a
-        subclass, for a signature that does not verify), here only: listing never fails on
-        one bad payload."""
-        return _item(self._loads, self.payload)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _reduce(self)
-
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class DeadLetter(_Listed):
     """An item moved to the dead-letter list: after too many deliveries (or a payload that
     cannot be read), buried (``Delivery.bury()``) or expired (its ttl passed)."""
 
@@ -107,23 +107,6 @@ class DeadLetter:
     #: How the queue that listed it reads a payload (its serializer, verifying first with an
     #: authkey); None for a record made by hand.
     _loads: Callable[[bytes], Any] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def task_id(self) -> str:
-        """Its task id (hex SHA1 of the payload): see ``Queue.peek_item``."""
-        return hashlib.sha1(self.payload).hexdigest()
-
-    @property
-    def item(self) -> Any:
-        """The item, deserialized from ``payload`` on each access, as ``get()`` would: with an
-        authkey, verified first. A payload that does not decode raises what ``get()`` raises
-        for it (``DeserializationError`` carrying the raw bytes; ``IntegrityError``, a
-        subclass, for a signature that does not verify), here only: listing never fails on
-        one bad payload."""
-        return _item(self._loads, self.payload)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _reduce(self)
 
     @property
     def reason(self) -> str:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import sys
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import redis
 
+from ..cli._params import ParamType, Positive
 from ..sharded import MAX_SHARDS
 from ..testing import ServerUnavailable
 from ._harness import START_ROUNDS, STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
@@ -27,28 +27,7 @@ __all__ = ["bench_command", "config_from_args", "main", "parse_args", "run"]
 #: The options that each run one section alone: at most one of them.
 _SECTIONS = ("executor", "no_executor", "batch", "spark", "server_cost", "sharded")
 
-if TYPE_CHECKING:  # generic to type checkers in recent click, not in older ones
-    _ParamType = click.ParamType[Any]
-else:
-    _ParamType = click.ParamType
-
-
-class _PositiveFloat(_ParamType):
-    """A positive, finite number."""
-
-    name = "NUMBER"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number) or number <= 0:
-            self.fail(f"must be a positive number, not {value}", param, ctx)
-        return number
-
-
-class _Sizes(_ParamType):
+class _Sizes(ParamType):
     """A comma-separated list of integers from ``least`` to ``most``."""
 
     name = "N,N,..."
@@ -85,7 +64,7 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
               help=f"Payload size in bytes, at least {STAMP.size}.")
 @_count(100, "The bound of the bounded pressure.Queue.", "--maxsize")
 @_count(2_000, "Messages in the latency phase.", "--latency-count")
-@click.option("--rate", type=_PositiveFloat(), default=2_000.0, show_default=True,
+@click.option("--rate", type=Positive(), default=2_000.0, show_default=True,
               help="Messages per second in the latency phase.")
 @_count(1, "Throughput and executor rounds, taking turns; the best one counts.", "--repeat")
 @click.option("--executor", is_flag=True, help="Run only the executor section.")

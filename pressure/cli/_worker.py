@@ -9,8 +9,7 @@ retry mends it: a wrong password, an ACL that refuses...), 2 a usage error.
 from __future__ import annotations
 
 import logging
-import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -21,6 +20,7 @@ from ..executor._handles import PREFETCH
 from ..executor.worker import run_workers
 from ..keys import resolve_prefix
 from ..outage import LOG_FORMAT
+from ._params import Positive
 
 __all__ = ["worker_command"]
 
@@ -28,33 +28,10 @@ __all__ = ["worker_command"]
 _WHAT_TO_DO: tuple[tuple[type[PressureError], str], ...] = (
     (AuthenticationError, "give the right password (and user) in --url or REDIS_URL"),
     (PermissionDenied, "let this Redis user run pressure's commands on the prefix's keys (the ACL rule "
-                       "of pressure's README)"),
+                       "in pressure's security docs)"),
     (ProtocolError, "a key of this executor holds something pressure did not write: check the name and "
                     "--prefix"),
 )
-
-if TYPE_CHECKING:  # generic to type checkers in recent click, not in older ones
-    _ParamType = click.ParamType[Any]
-else:
-    _ParamType = click.ParamType
-
-
-class _Seconds(_ParamType):
-    """A positive, finite number of seconds."""
-
-    name = "SECONDS"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, float):
-            return value
-        try:
-            seconds = float(value)
-        except ValueError:
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds <= 0:
-            self.fail(f"must be a positive, finite number of seconds, not {value}", param, ctx)
-        return seconds
-
 
 def _say(message: str, status: int) -> None:
     """One line on stderr (never a password), and exit with ``status``."""
@@ -83,7 +60,7 @@ def _read_authkey(path: str) -> list[bytes]:
               help="The key prefix (default: pressure's --prefix, else PRESSURE_PREFIX, else __pressure__).")
 @click.option("--processes", type=click.IntRange(min=1), default=None, metavar="N",
               help="How many worker processes (default: one per CPU).")
-@click.option("--visibility-timeout", type=_Seconds(), default=30.0, show_default=True,
+@click.option("--visibility-timeout", type=Positive("SECONDS", "number of seconds"), default=30.0, show_default=True,
               help="Seconds after which the task of a worker gone silent (its host down or cut off) "
                    "runs again on another.")
 @click.option("--prefetch", type=click.IntRange(min=1), default=PREFETCH, show_default=True, metavar="N",
