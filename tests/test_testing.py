@@ -147,3 +147,23 @@ def test_no_cluster_node_is_given_another_nodes_port_or_bus_port(monkeypatch: py
     finally:
         for server in topo.servers:
             server.cleanup()  # their directories
+
+
+def test_no_sentinel_topology_server_is_given_another_ones_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SentinelTopology picks every port before any server listens: two of them drew one port
+    (a CI run: the second sentinel exited with "Address already in use", the first answered its
+    PING, and the sentinels never saw three of them). Each pick now avoids the earlier ones."""
+    import pressure.testing._sentinel as sentinel_module
+    import pressure.testing._server as server_module
+    from pressure.testing import SentinelTopology
+
+    picks = iter([10100, 10200, 10100, 10200, 10300, 10100, 10400, 10500])
+    monkeypatch.setattr(server_module, "_free_port", lambda: next(picks))
+    monkeypatch.setattr(sentinel_module, "free_ports", lambda: next(picks), raising=False)
+    topo = SentinelTopology(replicas=1, sentinels=3)  # made, never started: nothing listens
+    try:
+        ports = [s.port for s in [*topo.servers, *topo.sentinels]]
+        assert len(set(ports)) == len(ports) == 5, ports
+        assert all(s.master_port == topo.servers[0].port for s in topo.sentinels)
+    finally:
+        topo.cleanup()  # their directories

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.sentinel
 
-from ._server import RedisServer, ServerUnavailable
+from ._server import RedisServer, ServerUnavailable, free_ports
 
 __all__ = ["SentinelServer", "SentinelTopology"]
 
@@ -52,6 +52,18 @@ class SentinelServer(RedisServer):
         return [self.binary, conf, "--sentinel"]
 
 
+_S = TypeVar("_S", bound=RedisServer)
+
+
+def _unique(server: _S, taken: set[int]) -> _S:
+    """``server``, on a port none of ``taken`` (the ports of the servers made before it, none
+    listening yet), added to it."""
+    while server.port in taken:
+        server.port = free_ports()
+    taken.add(server.port)
+    return server
+
+
 class SentinelTopology:
     """A master, ``replicas`` replicas and ``sentinels`` sentinels on 127.0.0.1 and free ports.
 
@@ -65,13 +77,16 @@ class SentinelTopology:
         self.binary = binary
         # a full sync starts at once, not after Redis 7's 5 s wait for more replicas
         fast = ("--repl-diskless-sync-delay", "0")
-        self.servers = [RedisServer(binary=binary, extra_args=fast)]
+        # every port is picked before any server listens: each avoids the earlier picks (two
+        # sentinels once drew one port; the second exited, and the first answered its PING)
+        taken: set[int] = set()
+        self.servers = [_unique(RedisServer(binary=binary, extra_args=fast), taken)]
         master_port = self.servers[0].port
         for _ in range(replicas):
-            self.servers.append(RedisServer(binary=binary, extra_args=(
-                *fast, "--replicaof", "127.0.0.1", str(master_port))))
-        self.sentinels = [SentinelServer(service, master_port, quorum=min(2, sentinels),
-                                         down_after_ms=down_after_ms, binary=binary)
+            self.servers.append(_unique(RedisServer(binary=binary, extra_args=(
+                *fast, "--replicaof", "127.0.0.1", str(master_port))), taken))
+        self.sentinels = [_unique(SentinelServer(service, master_port, quorum=min(2, sentinels),
+                                                 down_after_ms=down_after_ms, binary=binary), taken)
                           for _ in range(sentinels)]
 
     # -- addresses ----------------------------------------------------------------------
