@@ -516,3 +516,26 @@ def test_a_named_pool_served_by_workers_on_two_hosts(make_pool: Callable[..., Po
             except subprocess.TimeoutExpired:
                 os.killpg(group.pid, signal.SIGKILL)
                 group.wait()
+
+
+
+
+def test_errors_are_the_stdlibs_remote_traceback_and_maybe_encoding_error(pool: Pool) -> None:
+    """A worker's traceback is a multiprocessing.pool.RemoteTraceback (the ``__cause__``); a
+    result that cannot be pickled fails with MaybeEncodingError, its ``exc`` and ``value`` the
+    reprs, as the stdlib's."""
+    with multiprocessing.get_context("forkserver").Pool(1) as stdlib:
+        for p in (pool, stdlib):
+            with pytest.raises(ValueError, match="deep") as raised:
+                p.apply(tasks.fail, ("deep",))
+            cause = raised.value.__cause__
+            assert type(cause) is multiprocessing.pool.RemoteTraceback  # type: ignore[attr-defined]
+            assert "Traceback (most recent call last)" in cause.tb and "deep" in cause.tb
+            errors: list[BaseException] = []
+            result = p.apply_async(tasks.return_unpicklable, error_callback=errors.append)
+            with pytest.raises(multiprocessing.pool.MaybeEncodingError) as encoding:  # type: ignore[attr-defined]
+                result.get(SOON)
+            assert errors == [encoding.value]
+            assert encoding.value.value.startswith("<function <lambda>") and "pickle" in encoding.value.exc
+            assert str(encoding.value).startswith("Error sending result: '<function <lambda>")
+            assert p.apply(tasks.square, (3,)) == 9
