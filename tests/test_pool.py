@@ -547,3 +547,13 @@ def test_errors_are_the_stdlibs_remote_traceback_and_maybe_encoding_error(pool: 
             assert encoding.value.value.startswith("<function <lambda>") and "pickle" in encoding.value.exc
             assert str(encoding.value).startswith("Error sending result: '<function <lambda>")
             assert p.apply(tasks.square, (3,)) == 9
+
+
+def test_processes_default_and_local_workers(make_pool: Callable[..., Pool]) -> None:
+    """``processes=None`` is the stdlib's count; that many local workers start with the pool,
+    none with ``local_workers=False``."""
+    remote_only = make_pool(None, local_workers=False)
+    assert remote_only._processes == (getattr(os, "process_cpu_count", os.cpu_count)() or 1)
+    assert remote_only._pool == [] and remote_only._executor.workers_alive() == 0
+    local = make_pool(1)
+    assert len(local._pool) == 1 and local._pool[0].is_alive()  # started with the pool, not at first use

@@ -84,8 +84,8 @@ class Pool:
         self._state = INIT
         self._feeders: list[Feeder] = []
         ctx = _stdlib_context(context)
-        if processes is None:
-            processes = os.cpu_count() or 1
+        if processes is None:  # as the stdlib's: process_cpu_count() where there is one (3.13+)
+            processes = getattr(os, "process_cpu_count", os.cpu_count)() or 1
         if processes < 1:
             raise ValueError("Number of processes must be at least 1")
         if maxtasksperchild is not None:
