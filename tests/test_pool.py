@@ -557,3 +557,17 @@ def test_processes_default_and_local_workers(make_pool: Callable[..., Pool]) -> 
     assert remote_only._pool == [] and remote_only._executor.workers_alive() == 0
     local = make_pool(1)
     assert len(local._pool) == 1 and local._pool[0].is_alive()  # started with the pool, not at first use
+
+
+def test_a_failing_initializer_breaks_the_pool(make_pool: Callable[..., Pool]) -> None:
+    """multiprocessing starts worker after worker, each failing, and the results never come;
+    here the pool is broken: every result fails with BrokenExecutor, naming the error."""
+    pool = make_pool(1, tasks.failing_initializer)
+    with pytest.raises(pressure.BrokenExecutor, match="this initializer always fails"):
+        pool.apply(tasks.square, (2,))
+    with pytest.raises(pressure.BrokenExecutor):
+        pool.map(tasks.square, range(3))
+    with pytest.raises(pressure.BrokenExecutor):
+        pool.apply_async(tasks.square, (2,))
+    pool.close()
+    pool.join()  # nothing is outstanding

@@ -160,7 +160,11 @@ class Pool:
         with self._lock:
             self._check_running()
             result = ApplyResult(self._cache, callback, error_callback)
-            self._submit(result, 0, func, args, kwds)
+            try:
+                self._submit(result, 0, func, args, kwds)
+            except BaseException:
+                self._cache.pop(result._job, None)  # never outstanding: join() does not wait for it
+                raise
         return result
 
     def map(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int | None = None) -> list[Any]:
@@ -204,9 +208,13 @@ class Pool:
         with self._lock:
             self._check_running()
             result = MapResult(self._cache, chunksize, length, callback, error_callback)
-            if chunksize > 0:
-                for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
-                    self._submit(result, i, task, (func, chunk), {})
+            try:
+                if chunksize > 0:
+                    for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
+                        self._submit(result, i, task, (func, chunk), {})
+            except BaseException:
+                self._cache.pop(result._job, None)
+                raise
         return result
 
     def imap(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int = 1,
