@@ -180,6 +180,10 @@ def test_an_input_iterable_that_raises_ends_the_imap_with_its_error(pool: Pool) 
 
     with multiprocessing.get_context("forkserver").Pool(2) as stdlib:
         for p in (pool, stdlib):
+            for method in (p.imap, p.imap_unordered):
+                not_iterable = method(tasks.square, 5)  # type: ignore[arg-type]
+                with pytest.raises(TypeError, match="not iterable"):
+                    next(not_iterable)
             it = p.imap(tasks.square, numbers())
             assert [next(it), next(it)] == [1, 4]
             with pytest.raises(LookupError, match="input failed"):

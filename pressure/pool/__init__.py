@@ -48,6 +48,11 @@ def _stdlib_context(context: Any) -> Any:
     return getattr(context, "stdlib", context)
 
 
+def _lazily(iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``'s items, ``iter()`` called at the first one (in the feeder thread)."""
+    yield from iterable
+
+
 class Pool:
     """A ``multiprocessing.Pool`` whose tasks run in pressure workers on any host.
 
@@ -238,10 +243,11 @@ class Pool:
               chunksize: int, buffersize: int | None) -> Iterator[Any]:
         check_buffersize(buffersize)
         source: Iterator[tuple[Any, ...]]
+        items = _lazily(iterable)  # not iterable: the first result raises, as the stdlib's
         if chunksize == 1:
-            source, fn = zip(iterable), func
+            source, fn = zip(items), func
         else:
-            source = ((chunk,) for chunk in _batches(iter(iterable), chunksize))
+            source = ((chunk,) for chunk in _batches(items, chunksize))
             fn = functools.partial(_map_chunk, func)
         ahead: ReadAhead[tuple[Any, ...]] = ReadAhead(source, limit(self._processes, buffersize))
         with self._lock:
