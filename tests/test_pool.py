@@ -223,7 +223,25 @@ def test_callbacks_run_in_one_thread_one_at_a_time(pool: Pool) -> None:
     assert len(threads) == 1 and threading.get_ident() not in threads and not any(overlaps)
 
 
-def test_a_callback_that_raises_leaves_the_pool_working(pool: Pool, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_callback_that_raises_leaves_the_pool_working(pool: Pool, caplog: pytest.LogCaptureFixture,
+                                                        tmp_path: Path) -> None:
+    """multiprocessing's result-handler thread dies of it: no result comes any more."""
+    stdlib = run_stdlib(tmp_path, """
+        import multiprocessing
+        from tests import executor_tasks as tasks
+        def bad(value):
+            raise RuntimeError("callback bug")
+        if __name__ == "__main__":
+            pool = multiprocessing.get_context("fork").Pool(1)
+            for callback in (bad, None):
+                try:
+                    print(pool.apply_async(tasks.square, (3,), callback=callback).get(timeout=2))
+                except multiprocessing.TimeoutError:
+                    print("timed out")
+            pool.close()
+        """, timeout=SOON)
+    assert stdlib is not None and stdlib.stdout.split() == ["timed", "out", "timed", "out"], stdlib
+
     def bad(value: Any) -> None:
         raise RuntimeError("callback bug")
 
