@@ -593,3 +593,15 @@ def test_a_failing_initializer_breaks_the_pool(make_pool: Callable[..., Pool]) -
         pool.apply_async(tasks.square, (2,))
     pool.close()
     pool.join()  # nothing is outstanding
+
+
+def test_the_executors_keywords_pass_through(make_pool: Callable[..., Pool]) -> None:
+    """serializer='cloudpickle' sends a lambda (pickle cannot); a signed pool's tasks run (its
+    local workers have its key: signing itself is tests/test_signing_executor.py's);
+    max_attempts is checked as the Executor's."""
+    pool = make_pool(1, serializer="cloudpickle", authkey="k" * 32, name="signed")
+    assert pool.map(lambda x: x + 1, [1, 2]) == [2, 3]
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        make_pool(1).apply(lambda: 1)
+    with pytest.raises(ValueError, match="max_attempts must be a positive integer"):
+        make_pool(1, max_attempts=0)
