@@ -27,18 +27,24 @@ from typing import Any
 
 import redis
 import redis.cluster
-from joblib import register_parallel_backend
-from joblib.parallel import (
-    AutoBatchingMixin,
-    FallbackToBackend,
-    ParallelBackendBase,
-    SequentialBackend,
-    cpu_count,
-)
+
+try:
+    from joblib import register_parallel_backend
+    from joblib.parallel import (
+        AutoBatchingMixin,
+        FallbackToBackend,
+        ParallelBackendBase,
+        SequentialBackend,
+        cpu_count,
+    )
+except ImportError as exc:  # no joblib, or one older than 1.3
+    kind = ModuleNotFoundError if isinstance(exc, ModuleNotFoundError) else ImportError
+    raise kind(f"pressure.joblib needs joblib 1.3 or newer, the 'joblib' extra: "
+               f"pip install 'pressure-queue[joblib]' ({exc})", name=exc.name) from exc
 
 from ._validate import _seconds
 from .connection import Backend, ConnectionConfig
-from .executor import Executor
+from .executor import Executor, _task_dumps
 from .executor.admin import executor_workers_alive
 from .keys import ExecutorKeys, resolve_prefix
 from .signing import Authkey
@@ -97,6 +103,7 @@ class PressureBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[m
             raise ValueError("executor name must not be empty")
         if local_workers not in (None, True, False):
             raise TypeError(f"local_workers must be True, False or None, not {local_workers!r}")
+        _task_dumps(serializer)  # "pickle" or "cloudpickle" (installed), as the Executor checks
         self._wait_for_workers = _seconds("wait_for_workers_timeout", wait_for_workers_timeout)
         self._name = name
         self._local_workers = local_workers
@@ -204,6 +211,8 @@ class PressureBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[m
         if callback is not None:
             future.add_done_callback(callback)
         return future
+
+    apply_async = submit  # the name joblib < 1.5 calls
 
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
