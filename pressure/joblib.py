@@ -45,9 +45,10 @@ except ImportError as exc:  # no joblib, or one older than 1.3
 from ._validate import _seconds
 from .connection import Backend, ConnectionConfig
 from .executor import Executor, _task_dumps
+from .executor._contexts import pool_context
 from .executor.admin import executor_workers_alive
 from .keys import ExecutorKeys, resolve_prefix
-from .signing import Authkey
+from .signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 
 __all__ = ["PressureBackend"]
 
@@ -103,15 +104,27 @@ class PressureBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[m
             raise ValueError("executor name must not be empty")
         if local_workers not in (None, True, False):
             raise TypeError(f"local_workers must be True, False or None, not {local_workers!r}")
-        _task_dumps(serializer)  # "pickle" or "cloudpickle" (installed), as the Executor checks
+        # the Executor's checks, here too: a bad argument fails in parallel_backend(...)
+        if prefix is not None and (not isinstance(prefix, str) or not prefix):
+            raise ValueError("prefix must be a non-empty string")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        pool_context(mp_context, max_tasks_per_child)
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+        _seconds("visibility_timeout", visibility_timeout)
+        keys = resolve_authkey(authkey)
+        _task_dumps(serializer)  # "pickle" or "cloudpickle" (installed)
         self._wait_for_workers = _seconds("wait_for_workers_timeout", wait_for_workers_timeout)
         self._name = name
         self._local_workers = local_workers
         self._config = ConnectionConfig.resolve(url, connection)
+        if not keys:
+            refuse_unsigned_pickle(self._config, insecure_pickle, "an anonymous executor" if name is None
+                                   else f"executor {name!r}", data_only=False)
         self._connection = connection
         self._prefix = prefix
-        #: the Executor's arguments but max_workers (checked by the Executor, before it
-        #: makes anything in Redis, as each call configures the backend)
+        #: the Executor's arguments but max_workers, for the Executor of each call
         self._executor_kwargs: dict[str, Any] = dict(
             url=url, connection=connection, prefix=prefix, mp_context=mp_context,
             initializer=initializer, initargs=initargs, max_attempts=max_attempts,

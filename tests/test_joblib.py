@@ -144,6 +144,12 @@ def test_n_jobs_minus_1_without_workers_and_local_workers_false_times_out(
     ({"name": ""}, ValueError, "executor name must not be empty"),
     ({"local_workers": "no"}, TypeError, "local_workers must be True, False or None"),
     ({"wait_for_workers_timeout": -1}, ValueError, "wait_for_workers_timeout must be a positive"),
+    ({"max_attempts": 0}, ValueError, "max_attempts must be a positive integer, not 0"),
+    ({"visibility_timeout": 0}, ValueError, "visibility_timeout must be a positive"),
+    ({"prefix": ""}, ValueError, "prefix must be a non-empty string"),
+    ({"initializer": 3}, TypeError, "initializer must be a callable"),
+    ({"mp_context": multiprocessing.get_context("fork"), "max_tasks_per_child": 2}, ValueError,
+     "max_tasks_per_child is incompatible with the 'fork' multiprocessing start method"),
     ({"max_workers": 2}, TypeError, "unexpected keyword argument 'max_workers'"),
 ])
 def test_bad_arguments_fail_when_the_backend_is_chosen(backend: Callable[..., Any], r: redis.Redis, prefix: str,
@@ -153,6 +159,21 @@ def test_bad_arguments_fail_when_the_backend_is_chosen(backend: Callable[..., An
     with pytest.raises(error, match=message):
         backend(**kwargs)
     assert keys_under(r, prefix) == []
+
+
+def test_unsigned_pickle_to_another_host_is_refused_then_signed_batches_run(
+        backend: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, r: redis.Redis, prefix: str) -> None:
+    """With Redis on another host (every server counts as one here) and no authkey, the
+    backend refuses in parallel_backend(...), as the Executor does; with an authkey its
+    batches run (signed)."""
+    monkeypatch.setenv("PRESSURE_LOCAL_HOSTS", "none")
+    for var in ("PRESSURE_AUTHKEY", "PRESSURE_INSECURE_PICKLE", "PRESSURE_REQUIRE_AUTHKEY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(pressure.UnsignedPickle):
+        backend()
+    assert keys_under(r, prefix) == []
+    with backend(authkey=b"k" * 32):
+        assert Parallel(n_jobs=2)(delayed(pow)(i, 2) for i in range(6)) == [i * i for i in range(6)]
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -181,6 +202,7 @@ def test_the_first_error_cancels_the_tasks_not_started(backend: Callable[..., An
     try:
         with backend(), pytest.raises(ValueError, match="first"):
             Parallel(n_jobs=2, batch_size=1, pre_dispatch="all")(calls)
+        assert children() != set()  # raised without waiting for the held tasks
     finally:
         Path(release).touch()
     wait_for(lambda: keys_under(r, prefix), lambda keys: keys == [])
