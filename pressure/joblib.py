@@ -104,6 +104,9 @@ class PressureBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[m
             raise ValueError("executor name must not be empty")
         if local_workers not in (None, True, False):
             raise TypeError(f"local_workers must be True, False or None, not {local_workers!r}")
+        if local_workers is False and name is None:  # no worker could ever join it
+            raise ValueError("local_workers=False needs a name: workers on other hosts join an executor "
+                             "by its name (python -m pressure worker NAME)")
         # the Executor's checks, here too: a bad argument fails in parallel_backend(...)
         if prefix is not None and (not isinstance(prefix, str) or not prefix):
             raise ValueError("prefix must be a non-empty string")

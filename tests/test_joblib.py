@@ -144,6 +144,7 @@ def test_n_jobs_minus_1_without_workers_and_local_workers_false_times_out(
     ({"name": ""}, ValueError, "executor name must not be empty"),
     ({"local_workers": "no"}, TypeError, "local_workers must be True, False or None"),
     ({"wait_for_workers_timeout": -1}, ValueError, "wait_for_workers_timeout must be a positive"),
+    ({"local_workers": False}, ValueError, "local_workers=False needs a name"),
     ({"max_attempts": 0}, ValueError, "max_attempts must be a positive integer, not 0"),
     ({"visibility_timeout": 0}, ValueError, "visibility_timeout must be a positive"),
     ({"prefix": ""}, ValueError, "prefix must be a non-empty string"),
