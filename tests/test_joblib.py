@@ -68,6 +68,14 @@ def test_results_come_back_in_order_from_worker_processes(backend: Callable[...,
     assert lambdas == [-i for i in range(30)]
 
 
+def test_parallel_config_selects_the_backend_too(url: str, prefix: str, r: redis.Redis) -> None:
+    """joblib.parallel_config(backend="pressure", ...) takes the same arguments."""
+    with joblib.parallel_config(backend="pressure", n_jobs=2, url=url, prefix=prefix):
+        out = Parallel()(delayed(square_in)(i) for i in range(6))
+    assert [v for v, _ in out] == [i * i for i in range(6)] and os.getpid() not in {p for _, p in out}
+    assert keys_under(r, prefix) == []
+
+
 def test_return_as_generator_and_generator_unordered(backend: Callable[..., Any], tmp_path: Path) -> None:
     """return_as="generator" yields in input order; "generator_unordered" as the batches
     finish: the first task waits until the second has run, so the second comes first."""
@@ -260,11 +268,11 @@ def test_an_anonymous_backend_leaves_no_worker_and_no_key(backend: Callable[...,
 def test_scikit_learn_cross_val_score_and_grid_search(backend: Callable[..., Any]) -> None:
     """cross_val_score and GridSearchCV with n_jobs=2 on the backend give the sequential
     results."""
-    datasets = pytest.importorskip("sklearn.datasets")
+    from sklearn.datasets import load_iris  # (the test extra has scikit-learn: never skipped)
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, cross_val_score
 
-    X, y = datasets.load_iris(return_X_y=True)
+    X, y = load_iris(return_X_y=True)
     model = LogisticRegression(max_iter=500)
     expected = cross_val_score(model, X, y, cv=3)
     sequential = GridSearchCV(model, {"C": [0.1, 1.0, 10.0]}, cv=3).fit(X, y)
