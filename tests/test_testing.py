@@ -167,3 +167,36 @@ def test_no_sentinel_topology_server_is_given_another_ones_port(monkeypatch: pyt
         assert all(s.master_port == topo.servers[0].port for s in topo.sentinels)
     finally:
         topo.cleanup()  # their directories
+
+
+def test_a_server_whose_port_is_taken_meanwhile_does_not_pass_for_started() -> None:
+    """A port is picked free, then bound when the server starts: another process can take it
+    in between. The server then exits ("Address already in use") while the other process
+    answers its PING; start() says so instead of returning a server that is not there."""
+    with RedisServer() as other:
+        server = RedisServer()
+        server.port = other.port  # taken between the pick and the bind
+        with pytest.raises(ServerUnavailable, match="Address already in use"):
+            server.start()
+        assert server.process is None and not os.path.exists(server.dir)  # cleaned up
+
+
+def test_a_sentinel_topology_moves_off_a_port_taken_meanwhile() -> None:
+    """SentinelTopology picks every port before any server listens: when another process
+    takes a sentinel's port meanwhile, the topology starts on new ports, and every sentinel
+    that settles is its own process (not the other one, answering in its place)."""
+    import redis
+
+    from pressure.testing import SentinelTopology
+
+    topo = SentinelTopology()
+    with RedisServer() as other:
+        topo.sentinels[1].port = other.port  # taken between the pick and the bind
+        with topo:
+            ports = [s.port for s in [*topo.servers, *topo.sentinels]]
+            assert other.port not in ports and len(set(ports)) == len(ports)
+            for sentinel in topo.sentinels:
+                assert sentinel.process is not None and sentinel.process.poll() is None
+                client = redis.Redis(port=sentinel.port, socket_timeout=2.0)
+                assert client.info("server")["process_id"] == sentinel.process.pid
+                client.close()

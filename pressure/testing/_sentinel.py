@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import redis
 import redis.sentinel
 
-from ._server import RedisServer, ServerUnavailable, free_ports
+from ._server import PortTaken, RedisServer, ServerUnavailable, free_ports
 
 __all__ = ["SentinelServer", "SentinelTopology"]
 
@@ -64,6 +64,17 @@ def _unique(server: _S, taken: set[int]) -> _S:
     return server
 
 
+def _answering_pid(port: int) -> int | None:
+    """The process id of the server answering on ``port`` (None: none answers)."""
+    client = redis.Redis(port=port, socket_timeout=2.0)
+    try:
+        return int(client.info("server")["process_id"])
+    except (redis.RedisError, KeyError, ValueError):
+        return None
+    finally:
+        client.close()
+
+
 class SentinelTopology:
     """A master, ``replicas`` replicas and ``sentinels`` sentinels on 127.0.0.1 and free ports.
 
@@ -75,6 +86,13 @@ class SentinelTopology:
                  down_after_ms: int = 1000, binary: str | None = None) -> None:
         self.service = service
         self.binary = binary
+        self._shape = (replicas, sentinels, down_after_ms)
+        self._build()
+
+    def _build(self) -> None:
+        """Make the servers (none listening yet), each on its own free port."""
+        replicas, sentinels, down_after_ms = self._shape
+        binary = self.binary
         # a full sync starts at once, not after Redis 7's 5 s wait for more replicas
         fast = ("--repl-diskless-sync-delay", "0")
         # every port is picked before any server listens: each avoids the earlier picks (two
@@ -85,7 +103,7 @@ class SentinelTopology:
         for _ in range(replicas):
             self.servers.append(_unique(RedisServer(binary=binary, extra_args=(
                 *fast, "--replicaof", "127.0.0.1", str(master_port))), taken))
-        self.sentinels = [_unique(SentinelServer(service, master_port, quorum=min(2, sentinels),
+        self.sentinels = [_unique(SentinelServer(self.service, master_port, quorum=min(2, sentinels),
                                                  down_after_ms=down_after_ms, binary=binary), taken)
                           for _ in range(sentinels)]
 
@@ -131,8 +149,18 @@ class SentinelTopology:
 
     def start(self, timeout: float = 20.0) -> SentinelTopology:
         try:
-            for server in [*self.servers, *self.sentinels]:
-                server.start()
+            for attempt in range(3):
+                try:
+                    for server in [*self.servers, *self.sentinels]:
+                        server.start()
+                    break
+                except PortTaken:
+                    # another process took a port between its pick and the server's bind: the
+                    # servers refer to each other's ports, so all of them move to new ones
+                    if attempt == 2:
+                        raise
+                    self.cleanup()
+                    self._build()
             self.wait_replicated(timeout)
             self.wait_settled(timeout)
         except BaseException:
@@ -162,6 +190,11 @@ class SentinelTopology:
         deadline = time.monotonic() + timeout
         running = [s for s in self.servers if s.process is not None and s.process.poll() is None]
         while True:
+            for sentinel in self.sentinels:  # one that exited never settles: say why at once
+                if sentinel.process is None or sentinel.process.poll() is not None:
+                    code = None if sentinel.process is None else sentinel.process.returncode
+                    raise ServerUnavailable(f"the sentinel on port {sentinel.port} exited with {code}: "
+                                            f"{sentinel._log_tail()}")
             states: list[Any] = []
             for sentinel in self.sentinels:
                 client = redis.Redis(port=sentinel.port, socket_timeout=2.0)
@@ -179,7 +212,9 @@ class SentinelTopology:
                             for state in states if state)):
                 return
             if time.monotonic() > deadline:
-                raise ServerUnavailable(f"the sentinels did not settle: {states}")
+                seen = {f"{s.port} (pid {s.process.pid if s.process else None}, answered by pid "
+                        f"{_answering_pid(s.port)})": state for s, state in zip(self.sentinels, states)}
+                raise ServerUnavailable(f"the sentinels did not settle: {seen}")
             time.sleep(0.1)
 
     def failover(self, timeout: float = 30.0) -> RedisServer:

@@ -21,11 +21,17 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["RedisServer", "find_redis_server", "ServerUnavailable"]
+import psutil
+
+__all__ = ["PortTaken", "RedisServer", "find_redis_server", "ServerUnavailable"]
 
 
 class ServerUnavailable(RuntimeError):
     """No redis-server binary could be found, or it would not start."""
+
+
+class PortTaken(ServerUnavailable):
+    """The server exited at once: its port, free when it was picked, was taken meanwhile."""
 
 
 def find_redis_server() -> str:
@@ -88,6 +94,22 @@ def _free_port() -> int:
     return free_ports()
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` (or a process it started: a wrapper's) listens on ``port``;
+    True where the system does not say (no permission to see its sockets)."""
+    try:
+        process = psutil.Process(pid)
+        for p in [process, *process.children(recursive=True)]:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in p.net_connections(kind="tcp")):
+                return True
+    except psutil.AccessDenied:
+        return True
+    except psutil.Error:  # it exited meanwhile: the caller sees that
+        return False
+    return False
+
+
 class RedisServer:
     """A private redis-server on 127.0.0.1 and a free port, in its own temp directory."""
 
@@ -137,14 +159,18 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise ServerUnavailable(f"{self.binary} exited with {process.returncode}: "
-                                        f"{self._log_tail()}")
+                log = self._log_tail()
+                error = PortTaken if "Address already in use" in log else ServerUnavailable
+                raise error(f"{self.binary} exited with {process.returncode}: {log}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
                     reply = s.recv(16)
-                    # any answer but -LOADING means it serves (e.g. -NOAUTH with requirepass)
-                    if reply.startswith((b"+", b"-")) and (not wait_loaded or not reply.startswith(b"-LOADING")):
+                    # any answer but -LOADING means it serves (e.g. -NOAUTH with requirepass), if
+                    # the answer is its own: a port picked free can be taken before the server
+                    # binds it, and then another process answers while this one exits
+                    if (reply.startswith((b"+", b"-")) and (not wait_loaded or not reply.startswith(b"-LOADING"))
+                            and _listens(process.pid, self.port)):
                         return self
             except OSError:
                 pass
