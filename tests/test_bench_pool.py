@@ -74,7 +74,7 @@ def test_pool_ratios_and_goals_pass_exactly_at_their_thresholds() -> None:
     assert rows["no-op map, chunksize 1 tasks/s"] == ["1,000", "500", "0.50x", "100", "0.10x"]
     assert rows["no-op map, default chunksize tasks/s"] == ["10,000", "8,000", "0.80x", "n/a", "-"]
     assert rows["no-op imap_unordered tasks/s"] == ["500", "1,000", "2.00x", "100", "0.20x"]
-    assert rows["CPU-bound map tasks/s"] == ["20", "19", "0.95x", "20", "1.00x"]
+    assert rows["CPU-bound map tasks/s"] == ["20.0", "19.0", "0.95x", "20.0", "1.00x"]
     goals = bench_pool.format_pool_goals([base, ours, dask])
     assert all(line.endswith("PASS") for line in goals[1:]), goals
     ours.cold_s, ours.rates["map"], ours.rates["cpu"] = 0.0301, 7_999.0, 18.9

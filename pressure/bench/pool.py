@@ -224,6 +224,11 @@ def _baseline(results: list[PoolResult]) -> PoolResult | None:
     return next((r for r in results if r.key == "stdlib"), None)
 
 
+def _rate_text(rate: float | None) -> str:
+    """Tasks/s: whole numbers, with a decimal below 100 (the CPU-bound rates)."""
+    return fmt(rate, 1 if rate is not None and rate < 100 else 0)
+
+
 def format_pool_table(results: list[PoolResult]) -> list[str]:
     """One row per measurement, one column per pool that ran, each but the baseline with
     its ratio to multiprocessing.Pool (cold start: a time ratio, lower is faster; the
@@ -246,7 +251,7 @@ def format_pool_table(results: list[PoolResult]) -> list[str]:
         for r in shown:
             rate = r.rates.get(key)
             text = "n/a" if needs_chunks and not r.chunks else (
-                "error" if rate is None and r.error else fmt(rate))
+                "error" if rate is None and r.error else _rate_text(rate))
             row += [text] if r is base else [text, fmt(ratio(rate, base.rates.get(key) if base else None), 2, "x")]
         rows.append(tuple(row))
     return render_table(rows)
