@@ -84,7 +84,8 @@ class StdlibPool(Contender):
     key, label = "stdlib", "multiprocessing.Pool"
 
     def __init__(self, workers: int, method: str, url: str) -> None:
-        self.pool = multiprocessing.get_context(method).Pool(workers)
+        #: the stdlib's Pool, or pressure's (``PressurePool``): the same API
+        self.pool: Any = multiprocessing.get_context(method).Pool(workers)
 
     def apply(self, fn: Callable[[Any], Any], arg: Any) -> Any:
         return self.pool.apply_async(fn, (arg,)).get(TASK_TIMEOUT)

@@ -17,7 +17,9 @@ counts):
 * **CPU-bound map** - ``--cpu-tasks`` tasks, each the SHA-256 of ``--cpu-mb`` MiB, default
   chunksize; every digest is checked.
 
-Each is tasks per second from the call to its last result.
+Each is tasks per second from the call to its last result. Each turn starts once the
+processes of every pool are idle (a turn's leftover work, such as dask's scheduler releasing
+thousands of futures, is not measured as the next pool's).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import psutil
 
 from ._harness import BenchConfig, fmt, print_lines, progress, ratio, render_table, rounds_note
 from ._pool_contenders import CONTENDERS, Contender, default_chunksize, missing
@@ -46,6 +50,10 @@ __all__ = [
 
 #: The goals: pressure's Pool against multiprocessing.Pool.
 MAP_GOAL, CPU_GOAL, COLD_GOAL = 0.8, 0.95, 3.0
+#: Before each turn: the CPU of this process and its children over a window of
+#: ``SETTLE_WINDOW`` s must be below ``SETTLE_IDLE`` of a core (CPU times count in 10-ms
+#: ticks), waited for at most ``SETTLE_LIMIT`` s.
+SETTLE_WINDOW, SETTLE_IDLE, SETTLE_LIMIT = 0.2, 0.15, 3.0
 
 
 def noop_item(item: object) -> None:
@@ -148,6 +156,7 @@ def _run_cold(url: str, config: BenchConfig, entries: list[tuple[type[Contender]
         for contender, result in entries:
             if result.error:
                 continue
+            _settle()
             try:
                 cold = _cold_start(contender, config, url)
             except Exception as exc:  # noqa: BLE001 - shown in the report's notes
@@ -159,6 +168,33 @@ def _run_cold(url: str, config: BenchConfig, entries: list[tuple[type[Contender]
         colds = samples[result.key]
         if colds and not result.error:
             result.cold_s, result.cold_best_s = statistics.median(colds), min(colds)
+
+
+def _busy_cpu() -> float:
+    """CPU seconds used so far by this process (its threads: the pools' result handlers,
+    dask's scheduler) and its children (the pools' processes, a private redis-server) that
+    are still alive."""
+    me = psutil.Process()
+    total = 0.0
+    for child in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def _settle() -> None:
+    """Wait (up to ``SETTLE_LIMIT``) until the pools' processes are idle: a pool's work left
+    over from its turn (dask's scheduler releasing thousands of futures) must not be
+    measured as the next pool's."""
+    deadline = time.monotonic() + SETTLE_LIMIT
+    before = _busy_cpu()
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_WINDOW)
+        now = _busy_cpu()
+        if now - before < SETTLE_WINDOW * SETTLE_IDLE:
+            return
+        before = now
 
 
 def _warm(pool: Contender, workers: int) -> None:
@@ -205,6 +241,7 @@ def run_pools(url: str, config: BenchConfig) -> PoolReport:
                 for pool, result in ready:
                     if result.error or (needs_chunks and not result.chunks):
                         continue
+                    _settle()
                     began = time.monotonic()
                     try:
                         rate = measure(pool, config)
