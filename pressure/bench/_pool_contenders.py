@@ -91,7 +91,8 @@ class StdlibPool(Contender):
         return self.pool.apply_async(fn, (arg,)).get(TASK_TIMEOUT)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], chunksize: int | None) -> list[Any]:
-        return self.pool.map_async(fn, items, chunksize).get(_limit(len(items)))
+        results: list[Any] = self.pool.map_async(fn, items, chunksize).get(_limit(len(items)))
+        return results
 
     def imap_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
         results = self.pool.imap_unordered(fn, items)
