@@ -26,7 +26,7 @@ import redis
 import redis.cluster
 
 from ..errors import BrokenExecutor
-from ..executor import Executor, _batches, _chunks, _process_chunk
+from ..executor import Executor, _batches, _map_chunk, _process_chunk
 from ..executor._feeding import ReadAhead, check_buffersize
 from ..signing import Authkey
 from ._feeding import Feeder, limit
@@ -46,6 +46,11 @@ def _stdlib_context(context: Any) -> Any:
     if context is None:
         return multiprocessing.get_context()
     return getattr(context, "stdlib", context)
+
+
+def _lazily(iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``'s items, ``iter()`` called at the first one (in the feeder thread)."""
+    yield from iterable
 
 
 class Pool:
@@ -84,8 +89,8 @@ class Pool:
         self._state = INIT
         self._feeders: list[Feeder] = []
         ctx = _stdlib_context(context)
-        if processes is None:
-            processes = os.cpu_count() or 1
+        if processes is None:  # as the stdlib's: process_cpu_count() where there is one (3.13+)
+            processes = getattr(os, "process_cpu_count", os.cpu_count)() or 1
         if processes < 1:
             raise ValueError("Number of processes must be at least 1")
         if maxtasksperchild is not None:
@@ -145,7 +150,8 @@ class Pool:
         if self._state != RUN:
             raise ValueError("Pool not running")
 
-    def _submit(self, result: Any, index: int, fn: Callable[..., Any], *args: Any, **kwds: Any) -> None:
+    def _submit(self, result: Any, index: int, fn: Callable[..., Any], args: Iterable[Any],
+                kwds: dict[str, Any]) -> None:
         self._handler.deliver(result, index, self._executor.submit(fn, *args, **kwds))
 
     def apply(self, func: Callable[..., Any], args: Iterable[Any] = (), kwds: dict[str, Any] = {}) -> Any:  # noqa: B006
@@ -159,7 +165,11 @@ class Pool:
         with self._lock:
             self._check_running()
             result = ApplyResult(self._cache, callback, error_callback)
-            self._submit(result, 0, func, *args, **kwds)
+            try:
+                self._submit(result, 0, func, args, kwds)
+            except BaseException:
+                self._cache.pop(result._job, None)  # never outstanding: join() does not wait for it
+                raise
         return result
 
     def map(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int | None = None) -> list[Any]:
@@ -198,13 +208,18 @@ class Pool:
                 chunksize += 1
         if length == 0:
             chunksize = 0
-        rows: Iterator[tuple[Any, ...]] = map(tuple, iterable) if star else zip(iterable)
+        # a chunk is its items as they are: _process_chunk calls fn(*row), _map_chunk fn(item)
+        task = _process_chunk if star else _map_chunk
         with self._lock:
             self._check_running()
             result = MapResult(self._cache, chunksize, length, callback, error_callback)
-            if chunksize > 0:
-                for i, chunk in enumerate(_batches(rows, chunksize)):
-                    self._submit(result, i, _process_chunk, func, chunk)
+            try:
+                if chunksize > 0:
+                    for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
+                        self._submit(result, i, task, (func, chunk), {})
+            except BaseException:
+                self._cache.pop(result._job, None)
+                raise
         return result
 
     def imap(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int = 1,
@@ -228,11 +243,12 @@ class Pool:
               chunksize: int, buffersize: int | None) -> Iterator[Any]:
         check_buffersize(buffersize)
         source: Iterator[tuple[Any, ...]]
+        items = _lazily(iterable)  # not iterable: the first result raises, as the stdlib's
         if chunksize == 1:
-            source, fn = zip(iterable), func
+            source, fn = zip(items), func
         else:
-            source = ((chunk,) for chunk in _chunks((iterable,), chunksize))
-            fn = functools.partial(_process_chunk, func)
+            source = ((chunk,) for chunk in _batches(items, chunksize))
+            fn = functools.partial(_map_chunk, func)
         ahead: ReadAhead[tuple[Any, ...]] = ReadAhead(source, limit(self._processes, buffersize))
         with self._lock:
             self._check_running()
