@@ -6,9 +6,10 @@ Every pool gets ``--workers`` worker processes started with the platform's defau
 method (``EXECUTOR_START_METHOD``, as the executor section's). First, **cold start**: each
 pool in turn (``max(--start-rounds, --repeat)`` times; the median counts, the best is shown
 too) is constructed, runs one no-op task to its result (constructor to first result, worker
-processes started included), and is closed. Then every pool is constructed once and warmed
-up (each worker process has run a task), and, in turns, ``--repeat`` times (each one's best
-counts):
+processes started included), and is closed. Then ``--repeat`` rounds (each one's best
+counts): in each, every pool in turn is constructed, warmed up (each worker process has run
+a task), measured on every row and closed, so that no other pool's processes or threads
+(dask's scheduler runs in this process) are alive while one is measured:
 
 * **map, chunksize 1** - ``map`` of ``--pool-tasks`` no-op tasks, one task per item;
 * **map, default chunksize** - ``map`` of ``--pool-map-tasks`` no-op tasks with the Pool's
@@ -17,9 +18,9 @@ counts):
 * **CPU-bound map** - ``--cpu-tasks`` tasks, each the SHA-256 of ``--cpu-mb`` MiB, default
   chunksize; every digest is checked.
 
-Each is tasks per second from the call to its last result. Each turn starts once the
-processes of every pool are idle (a turn's leftover work, such as dask's scheduler releasing
-thousands of futures, is not measured as the next pool's).
+Each is tasks per second from the call to its last result, and starts once the processes
+are idle (a row's leftover work, such as dask's scheduler releasing thousands of futures, is
+not measured as the next row's).
 """
 
 from __future__ import annotations
@@ -209,10 +210,37 @@ def _warm(pool: Contender, workers: int) -> None:
     pool.map(noop_item, range(10 * workers), 1)
 
 
+def _measure_round(contender: type[Contender], result: PoolResult, url: str, config: BenchConfig) -> None:
+    """Start one pool, warm it up, take every measurement once (the best so far counts),
+    close it. On a failure the error is recorded and the pool sits out the rest."""
+    try:
+        pool = contender(config.workers, EXECUTOR_START_METHOD, url)
+    except Exception as exc:  # noqa: BLE001 - shown in the report's notes
+        _fail(result, "start", exc)
+        return
+    step = "warm-up"
+    try:
+        _warm(pool, config.workers)
+        for key, step, measure, needs_chunks in MEASUREMENTS:
+            if needs_chunks and not result.chunks:
+                continue
+            _settle()
+            began = time.monotonic()
+            rate = measure(pool, config)
+            result.rates[key] = max(rate, result.rates.get(key, 0.0))
+            progress(f"  {result.label:<30} {step:<28} {rate:>12,.0f} tasks/s"
+                     f"  ({time.monotonic() - began:.1f} s)")
+    except Exception as exc:  # noqa: BLE001 - shown in the report's notes
+        _fail(result, step, exc)
+    finally:
+        pool.close()
+
+
 def run_pools(url: str, config: BenchConfig) -> PoolReport:
-    """Cold start rounds, then every pool started, warmed, and measured ``repeat`` times,
-    taking turns at each measurement; each one's best counts. A pool that fails sits out
-    the rest; one not installed is skipped (said on stderr and in the report)."""
+    """Cold start rounds, then ``repeat`` rounds in which each pool in turn is started,
+    warmed up, measured on every row and closed (no other pool's processes or threads are
+    alive while one is measured); each one's best counts. A pool that fails sits out the
+    rest; one not installed is skipped (said on stderr and in the report)."""
     report = PoolReport([], os.getloadavg())
     entries: list[tuple[type[Contender], PoolResult]] = []
     for contender in CONTENDERS:
@@ -223,34 +251,10 @@ def run_pools(url: str, config: BenchConfig) -> PoolReport:
         else:
             entries.append((contender, result))
     _run_cold(url, config, entries)
-    with contextlib.ExitStack() as stack:
-        ready: list[tuple[Contender, PoolResult]] = []
+    for _ in range(config.repeat):
         for contender, result in entries:
-            if result.error:
-                continue
-            try:
-                pool = contender(config.workers, EXECUTOR_START_METHOD, url)
-                stack.callback(pool.close)
-                _warm(pool, config.workers)
-            except Exception as exc:  # noqa: BLE001 - shown in the report's notes
-                _fail(result, "warm-up", exc)
-                continue
-            ready.append((pool, result))
-        for _ in range(config.repeat):
-            for key, label, measure, needs_chunks in MEASUREMENTS:
-                for pool, result in ready:
-                    if result.error or (needs_chunks and not result.chunks):
-                        continue
-                    _settle()
-                    began = time.monotonic()
-                    try:
-                        rate = measure(pool, config)
-                    except Exception as exc:  # noqa: BLE001 - shown in the report's notes
-                        _fail(result, label, exc)
-                        continue
-                    result.rates[key] = max(rate, result.rates.get(key, 0.0))
-                    progress(f"  {result.label:<30} {label:<28} {rate:>12,.0f} tasks/s"
-                             f"  ({time.monotonic() - began:.1f} s)")
+            if not result.error:
+                _measure_round(contender, result, url, config)
     report.load_after = os.getloadavg()
     return report
 
