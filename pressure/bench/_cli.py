@@ -25,7 +25,7 @@ from .queues import print_report, run_all
 __all__ = ["bench_command", "config_from_args", "main", "parse_args", "run"]
 
 #: The options that each run one section alone: at most one of them.
-_SECTIONS = ("executor", "no_executor", "batch", "spark", "server_cost", "sharded")
+_SECTIONS = ("executor", "no_executor", "batch", "spark", "server_cost", "sharded", "pool")
 
 class _Sizes(ParamType):
     """A comma-separated list of integers from ``least`` to ``most``."""
@@ -80,6 +80,11 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
 @click.option("--sharded", is_flag=True,
               help="Run only the sharded-queue section: a ShardedQueue's throughput for several shard counts "
                    "on a local 3-master Redis Cluster it starts, against 1 shard and raw redis-py on one node.")
+@click.option("--pool", is_flag=True,
+              help="Run only the pool section: pressure.multiprocessing.Pool against multiprocessing.Pool, "
+                   "and loky and dask where installed (pip install 'pressure[bench]').")
+@_count(5_000, "No-op tasks per --pool map with chunksize 1 and per imap_unordered.", "--pool-tasks")
+@_count(100_000, "No-op tasks per --pool map with the default chunksize.", "--pool-map-tasks")
 @_count(20_000, "Items per --sharded measurement of single puts and gets (10 times more for batches).",
         "--sharded-count")
 @click.option("--sharded-shards", type=_Sizes(most=MAX_SHARDS), default="1,2,3,6", show_default=True,
@@ -111,12 +116,12 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
               help="Items per round trip in the Spark section, at most 1000.")
 @_count(50_000, "Rows per micro-batch of the Spark stream reader.", "--spark-stream-batch")
 @_count(2, "Timed rounds of every Spark path, after a warm-up run; the best one counts.", "--spark-rounds")
-@_count(usable_cpus(), f"Worker processes of each executor (default: the CPUs usable here, {usable_cpus()}).",
+@_count(usable_cpus(), f"Worker processes of each executor and pool (default: the CPUs usable here, {usable_cpus()}).",
         "--workers", show_default=False)
-@_count(START_ROUNDS, "Start-and-stop rounds of each executor, taking turns: the cold start and idle "
-        "shutdown figures are their medians.", "--start-rounds")
+@_count(START_ROUNDS, "Start-and-stop rounds of each executor (and pool), taking turns: the cold start "
+        "and idle shutdown figures are their medians.", "--start-rounds")
 @_count(2_000, "No-op tasks per executor round.", "--executor-tasks")
-@_count(40, "CPU-bound tasks per executor round.", "--cpu-tasks")
+@_count(40, "CPU-bound tasks per executor and pool round.", "--cpu-tasks")
 @_count(256, "MiB hashed by each CPU-bound task.", "--cpu-mb")
 @click.pass_context
 def bench_command(ctx: click.Context, /, **options: Any) -> None:
@@ -126,8 +131,8 @@ def bench_command(ctx: click.Context, /, **options: Any) -> None:
     bounded, reliable and asyncio) against raw redis-py LPUSH/BRPOP, multiprocessing.Queue
     and the protocol's command sequence sent literally; and pressure.Executor against
     concurrent.futures.ProcessPoolExecutor (cold start, shutdown, no-op tasks per second,
-    CPU-bound tasks). Each of --no-executor, --executor, --batch, --server-cost, --sharded
-    and --spark runs one section alone.
+    CPU-bound tasks). Each of --no-executor, --executor, --batch, --server-cost, --sharded,
+    --spark and --pool runs one section alone.
 
     Nothing is flushed: every queue and executor it makes has a name of its own, and its
     keys are deleted afterwards. It exits 0 whether or not the goals are met (it is a
@@ -165,8 +170,9 @@ def config_from_args(args: Any) -> BenchConfig:
         args.server_cost = True  # the flag is a way of running that section
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
                        latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
-                       queues=not (args.executor or args.batch or args.spark or args.server_cost),
-                       executors=not (args.no_executor or args.batch or args.spark or args.server_cost),
+                       queues=not (args.executor or args.batch or args.spark or args.server_cost or args.pool),
+                       executors=not (args.no_executor or args.batch or args.spark or args.server_cost
+                                      or args.pool),
                        batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
                        start_rounds=args.start_rounds,
@@ -180,7 +186,8 @@ def config_from_args(args: Any) -> BenchConfig:
                        server_cost_count=args.server_cost_count or (
                            2_000 if args.server_cost_instructions else 20_000),
                        server_cost_instructions=args.server_cost_instructions,
-                       rtt=args.rtt / 1000)
+                       rtt=args.rtt / 1000,
+                       pools=args.pool, pool_tasks=args.pool_tasks, pool_map_tasks=args.pool_map_tasks)
 
 
 def main(args: Any) -> int:
@@ -228,6 +235,12 @@ def main(args: Any) -> int:
                 progress(f"measuring Redis CPU per message on {safe_url(url)} ...")
                 cost_results = server_cost.run_server_cost(direct, config)
                 reports.append(functools.partial(server_cost.print_server_cost_report, cost_results, config))
+            if config.pools:
+                from . import pool as bench_pool
+
+                progress(f"benchmarking pools with {config.workers} workers each ...")
+                pool_report = bench_pool.run_pools(direct, config)
+                reports.append(functools.partial(bench_pool.print_pool_report, pool_report, config))
             print_machine(direct, how)
             for report in reports:
                 report()

@@ -137,6 +137,11 @@ class BenchConfig:
     server_cost_instructions: bool = False
     #: Round-trip time (s) a proxy adds in front of Redis for the queue and batch sections.
     rtt: float = 0.0
+    #: The pool section: no-op tasks per map with chunksize 1 and per imap_unordered, and
+    #: per map with the default chunksize.
+    pools: bool = False
+    pool_tasks: int = 5_000
+    pool_map_tasks: int = 100_000
 
 
 @dataclass(frozen=True)
