@@ -325,7 +325,7 @@ class RepairStatus(IntEnum):
 
 
 REPAIR = QueueScript("repair", lambda k: (k.base, k.bound, k.producer_free, k.consumer_free, k.not_full,
-                                          k.closed, k.waiter, k.lease), (), RepairStatus)
+                                          k.closed, k.waiter, k.lease, k.delayed), (), RepairStatus)
 
 #: 1 touched, 0 gone (with '*': how many)
 TOUCH = Script("touch", lambda: (), ("delivery",), call_keys=("inflight",))

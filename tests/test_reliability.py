@@ -137,6 +137,25 @@ def test_repair_resets_tokens_to_the_invariants(make_queue: Any, r: redis.Redis)
     assert [q.get(), q.get()] == [1, 2]
 
 
+def test_repair_counts_delayed_items_against_the_bound(make_queue: Any, r: redis.Redis) -> None:
+    """Delayed items count against the bound (put.lua, get.lua): a full queue of delayed items
+    has no :not_full permit, and repair() must not give it one (the model found it did: a put
+    then went past the bound)."""
+    q = make_queue("repair-delayed", 2)
+    q.put_many([1, 2], delay=50)
+    assert q.full() and r.llen(q.keys.not_full) == 0
+    assert q.repair().reset == {}
+    assert_invariants(r, q)
+    with pytest.raises(pressure.Full):
+        q.put_nowait(3)
+    # where a permit is missing, one is given back
+    q2 = make_queue("repair-delayed-room", 3)
+    q2.put_many([1, 2], delay=50)
+    r.delete(q2.keys.not_full)
+    assert q2.repair().reset == {"not_full": "0"}
+    assert_invariants(r, q2)
+
+
 # -- lost replies ----------------------------------------------------------------------
 
 def test_reply_lost_after_delivery_loses_nothing(make_queue: Any, r: redis.Redis, monkeypatch: Any) -> None:

@@ -9,11 +9,12 @@
 -- KEYS[6] - :closed
 -- KEYS[7] - :pressure:waiter
 -- KEYS[8] - :pressure:lease
+-- KEYS[9] - :pressure:delayed (delayed items count against the bound, as in put.lua)
 -- return a flat list of 'what' and 'was' pairs for every key changed, or
 -- {-4} if the queue does not exist
 local items_key, bound_key, producer_free = KEYS[1], KEYS[2], KEYS[3]
 local consumer_free, not_full, closed = KEYS[4], KEYS[5], KEYS[6]
-local waiter_key, lease_key = KEYS[7], KEYS[8]
+local waiter_key, lease_key, delayed = KEYS[7], KEYS[8], KEYS[9]
 local raw = redis.call('GET', bound_key)
 if not raw then return {-4} end
 local bound = bound_of(raw)
@@ -36,6 +37,7 @@ exactly(producer_free, 1, 'producer_free')
 exactly(consumer_free, 1, 'consumer_free')
 local len = 0
 if redis.call('TYPE', items_key)['ok'] == ITEMS_TYPE then len = items_len(items_key) end
+if redis.call('TYPE', delayed)['ok'] == 'zset' then len = len + redis.call('ZCARD', delayed) end
 if bound == 0 or len < bound then exactly(not_full, 1, 'not_full') else exactly(not_full, 0, 'not_full') end
 local markers = redis.call('LLEN', closed)
 if markers > 0 and markers ~= 2 then exactly(closed, 2, 'closed') end
