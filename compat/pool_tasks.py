@@ -1,0 +1,83 @@
+"""Task functions for compat/test_pool_cpython.py, importable by pool worker processes.
+
+``pressure.multiprocessing.Pool`` workers import each task's function by module, so the
+functions CPython's ``_test_multiprocessing.py`` defines for its Pool tests (``sqr``,
+``mul``, ``identity``, ``CountedObject``, ``raising``, ...) live here, at module level, under
+their CPython names; its classmethods ``_TestPool._test_traceback`` and
+``_test_wrapped_exception`` become functions of the same names (the source line
+``test_traceback`` looks for is kept verbatim). Keep this module light: every worker
+imports it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
+
+__all__ = [
+    "CountedObject", "SayWhenError", "_test_traceback", "_test_wrapped_exception",
+    "exception_throwing_generator", "identity", "mul", "raise_large_valuerror", "raising",
+    "sqr", "unpickleable_result",
+]
+
+
+def sqr(x: Any, wait: float = 0.0, event: Any = None) -> Any:
+    if event is None:
+        time.sleep(wait)
+    else:
+        event.wait(wait)
+    return x * x
+
+
+def mul(x: Any, y: Any) -> Any:
+    return x * y
+
+
+def raise_large_valuerror(wait: float) -> NoReturn:
+    time.sleep(wait)
+    raise ValueError("x" * 1024**2)
+
+
+def identity(x: Any) -> Any:
+    return x
+
+
+class CountedObject:
+    n_instances = 0
+
+    def __new__(cls) -> CountedObject:
+        cls.n_instances += 1
+        return object.__new__(cls)
+
+    def __del__(self) -> None:
+        type(self).n_instances -= 1
+
+
+class SayWhenError(ValueError):
+    pass
+
+
+def exception_throwing_generator(total: int, when: int) -> Iterator[int]:
+    if when == -1:
+        raise SayWhenError("Somebody said when")
+    for i in range(total):
+        if i == when:
+            raise SayWhenError("Somebody said when")
+        yield i
+
+
+def _test_traceback() -> NoReturn:
+    raise RuntimeError(123) # some comment  # noqa: E261 - the line test_traceback looks for
+
+
+def _test_wrapped_exception() -> NoReturn:
+    raise RuntimeError("foo")
+
+
+def raising() -> NoReturn:
+    raise KeyError("key")
+
+
+def unpickleable_result() -> Callable[[], int]:
+    return lambda: 42
