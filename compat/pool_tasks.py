@@ -11,14 +11,16 @@ imports it.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
     "CountedObject", "SayWhenError", "_test_traceback", "_test_wrapped_exception",
-    "exception_throwing_generator", "identity", "mul", "raise_large_valuerror", "raising",
-    "sqr", "unpickleable_result",
+    "exception_throwing_generator", "identity", "initializer", "kill_own_worker", "mul",
+    "raise_large_valuerror", "raising", "sqr", "unpickleable_result",
 ]
 
 
@@ -81,3 +83,17 @@ def raising() -> NoReturn:
 
 def unpickleable_result() -> Callable[[], int]:
     return lambda: 42
+
+
+# -- TestInitializers --------------------------------------------------------------------------
+
+def initializer(ns: Any) -> None:
+    ns.test += 1
+
+
+# -- added: a worker killed by its task ----------------------------------------------------------
+
+def kill_own_worker() -> NoReturn:
+    """SIGKILL the worker process running this task (the stdlib's pool then waits forever)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")

@@ -59,6 +59,7 @@ from typing import Any
 import pytest
 import redis
 
+import pressure
 from pressure import multiprocessing as pressure_multiprocessing
 from pressure.testing import RedisServer
 
@@ -69,6 +70,8 @@ from .pool_tasks import (
     _test_wrapped_exception,
     exception_throwing_generator,
     identity,
+    initializer,
+    kill_own_worker,
     mul,
     raise_large_valuerror,
     raising,
@@ -657,3 +660,54 @@ def test_worker_finalization_via_atexit_handler_of_multiprocessing(url: str,
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", cmd], cwd=ROOT,
                           capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
+
+
+# -- TestInitializers --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def manager() -> Iterator[Any]:
+    """A multiprocessing manager, for the Namespace CPython shares with the workers (its
+    proxies pickle by address, so they travel through Redis)."""
+    mgr = stdlib_multiprocessing.get_context("forkserver").Manager()
+    yield mgr
+    mgr.shutdown()
+    mgr.join()
+
+
+def test_pool_initializer(make_pool: MakePool, manager: Any) -> None:
+    """TestInitializers.test_pool_initializer (issue 5585)"""
+    ns = manager.Namespace()
+    ns.test = 0
+    with pytest.raises(TypeError):
+        make_pool(initializer=1)
+    p = make_pool(1, initializer, (ns,))
+    p.close()
+    p.join()
+    assert ns.test == 1
+
+
+# -- added: pressure's semantics, in CPython's style ---------------------------------------------
+
+
+def test_killed_worker(make_pool: MakePool) -> None:
+    """Added. Difference: a task whose worker is SIGKILLed is started again, up to
+    ``max_attempts`` times, then its result raises ``pressure.WorkerLost``; the stdlib's pool
+    replaces the process but the task's result never comes (``get`` waits forever, here it
+    times out; and ``close()`` then ``join()`` would wait for it forever, so the stdlib's
+    pool is terminated). Either way the pool goes on."""
+    if STDLIB:
+        p = make_pool(2)
+        res = p.apply_async(kill_own_worker)
+        with pytest.raises(mp.TimeoutError):
+            res.get(timeout=2.0)
+        assert p.apply(sqr, (4,)) == 16
+        p.terminate()
+    else:
+        p = make_pool(2, max_attempts=2)
+        res = p.apply_async(kill_own_worker)
+        with pytest.raises(pressure.WorkerLost):
+            res.get(timeout=SHORT_TIMEOUT)
+        assert p.apply(sqr, (4,)) == 16
+        p.close()
+    p.join()
