@@ -9,8 +9,9 @@ Change the import and the rest of the program stays as it was::
     p.start(); q.put("job"); p.join()
 
 ``Queue``, ``JoinableQueue`` and ``SimpleQueue`` follow multiprocessing's
-semantics; ``get_context()`` returns a context whose queues are these; every
-other public name (``Process``, ``Pool``, ``Manager``, ``cpu_count``,
+semantics; ``Pool`` is ``pressure.pool.Pool`` (a multiprocessing.Pool whose tasks
+run in pressure workers on any host); ``get_context()`` returns a context whose
+queues and Pool are these; every other public name (``Process``, ``Manager``, ``cpu_count``,
 ``current_process``, ...) is the stdlib module's own. ``multiprocessing.queues``
 style submodules are not provided.
 
@@ -37,10 +38,11 @@ import redis
 import redis.cluster
 
 from . import serializers
+from .pool import Pool as _PressurePool
 from .queue import Queue as _PressureQueue
 from .signing import Authkey
 
-_OWN = ["Queue", "JoinableQueue", "SimpleQueue", "Context", "DefaultContext", "ForkContext", "ForkServerContext",
+_OWN = ["Queue", "JoinableQueue", "SimpleQueue", "Pool", "Context", "DefaultContext", "ForkContext", "ForkServerContext",
         "SpawnContext", "get_context"]
 __all__ = _OWN + sorted(set(_mp.__all__) - set(_OWN))
 
@@ -319,9 +321,13 @@ class SimpleQueue(_Handle[T]):
         self._queue._leave()
 
 
+Pool = _PressurePool
+
+
 class Context:
     """A stdlib multiprocessing context whose Queue, JoinableQueue and SimpleQueue are
-    pressure queues; every other attribute (Process, Pool, Event, ...) is the context's.
+    pressure queues and whose Pool is ``pressure.pool.Pool`` (its local workers start with
+    this context's start method); every other attribute (Process, Event, ...) is the context's.
 
     As in the stdlib, there is one per start method: ``ForkContext``, ``SpawnContext``,
     ``ForkServerContext`` (and ``DefaultContext``, which the module's functions act on), each
@@ -338,6 +344,12 @@ class Context:
 
     def __init__(self, context: BaseContext) -> None:
         object.__setattr__(self, "_context", context)
+
+    def Pool(self, processes: int | None = None, initializer: Any = None, initargs: Any = (),  # noqa: N802
+             maxtasksperchild: int | None = None, **kwargs: Any) -> _PressurePool:
+        """Returns a process pool object (``pressure.pool.Pool``) whose local workers start
+        with this context; keyword-only arguments are the pool's."""
+        return _PressurePool(processes, initializer, initargs, maxtasksperchild, context=self, **kwargs)
 
     @property
     def stdlib(self) -> BaseContext:
@@ -356,7 +368,7 @@ class Context:
         setattr(self.stdlib, name, value)  # e.g. ``context.reducer = ...``
 
     def __dir__(self) -> list[str]:
-        return sorted(set(dir(self.stdlib)) | {"Queue", "JoinableQueue", "SimpleQueue", "stdlib"})
+        return sorted(set(dir(self.stdlib)) | {"Queue", "JoinableQueue", "SimpleQueue", "Pool", "stdlib"})
 
     def __repr__(self) -> str:
         return f"<pressure.multiprocessing.{type(self).__qualname__} of {self.stdlib!r}>"

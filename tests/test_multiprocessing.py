@@ -25,6 +25,7 @@ import redis
 
 import pressure
 import pressure.multiprocessing as pmp
+import pressure.pool
 
 EXTENSIONS = {"name", "delete", "disconnect"}
 
@@ -497,11 +498,12 @@ def test_anonymous_queues_are_deleted_when_their_creator_exits(url: str, prefix:
 # -- the module ---------------------------------------------------------------------------------
 
 def test_every_other_name_is_the_stdlib_modules() -> None:
-    own = {"Queue", "JoinableQueue", "SimpleQueue", "get_context"}
+    own = {"Queue", "JoinableQueue", "SimpleQueue", "Pool", "get_context"}
     assert set(multiprocessing.__all__) <= set(pmp.__all__)
     for name in set(multiprocessing.__all__) - own:
         assert getattr(pmp, name) is getattr(multiprocessing, name), name
-    for name in ("Process", "Pool", "Manager", "cpu_count", "current_process", "Event", "TimeoutError"):
+    assert pmp.Pool is pressure.pool.Pool and "Pool" in dir(pmp)
+    for name in ("Process", "Manager", "cpu_count", "current_process", "Event", "TimeoutError"):
         assert name in dir(pmp) and getattr(pmp, name) is getattr(multiprocessing, name)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         pmp.nope
@@ -523,6 +525,7 @@ def test_get_context_wraps_the_stdlib_context() -> None:
     assert ctx.Queue is pmp.Queue and ctx.JoinableQueue is pmp.JoinableQueue
     assert ctx.SimpleQueue is pmp.SimpleQueue
     assert ctx.Process is stdlib_ctx.Process and ctx.Event == stdlib_ctx.Event
+    assert ctx.Pool.__func__ is pmp.Context.Pool  # pressure's Pool, with this context's start method
     fork = ctx.get_context("fork")
     assert isinstance(fork, pmp.Context) and fork.get_start_method() == "fork"
     default = pmp.get_context()

@@ -72,6 +72,7 @@ from ..signing import Authkey, refuse_unsigned_pickle, resolve_authkey
 from ._contexts import pool_context
 from ._core import ExecutorStatistics as ExecutorStatistics
 from ._core import _Core
+from ._feeding import check_buffersize, map_ahead
 from .admin import delete_executor as delete_executor
 
 __all__ = ["Executor", "ExecutorStatistics", "delete_executor"]
@@ -87,8 +88,12 @@ def _process_chunk(fn: Callable[..., Any], chunk: list[tuple[Any, ...]]) -> list
 
 
 def _chunks(iterables: tuple[Iterable[Any], ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
-    it = zip(*iterables)
-    while chunk := list(itertools.islice(it, size)):
+    return _batches(zip(*iterables), size)
+
+
+def _batches(rows: Iterator[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """Lists of ``size`` argument tuples (the last one shorter): one task each."""
+    while chunk := list(itertools.islice(rows, size)):
         yield chunk
 
 
@@ -208,7 +213,7 @@ class Executor(concurrent.futures.Executor):
     submit.__doc__ = concurrent.futures.Executor.submit.__doc__
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: float | None = None,
-            chunksize: int = 1) -> Iterator[Any]:
+            chunksize: int = 1, buffersize: int | None = None) -> Iterator[Any]:
         """Returns an iterator equivalent to map(fn, iter).
 
         Args:
@@ -219,6 +224,11 @@ class Executor(concurrent.futures.Executor):
             chunksize: If greater than one, the iterables will be chopped into
                 chunks of size chunksize and submitted to the workers as one
                 task each.
+            buffersize: The number of submitted tasks (chunks) whose results
+                have not yet been yielded. If the buffer is full, iteration over
+                the iterables pauses until a result is yielded from the buffer.
+                If None, all input elements are eagerly collected, and a task is
+                submitted for each.
 
         Returns:
             An iterator equivalent to: map(func, *iterables) but the calls may
@@ -231,9 +241,9 @@ class Executor(concurrent.futures.Executor):
         """
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
-        results = super().map(functools.partial(_process_chunk, fn), _chunks(iterables, chunksize),
-                              timeout=timeout)
-        return _chain(results)
+        check_buffersize(buffersize)  # Python 3.14's map, on every version
+        chunks = ((chunk,) for chunk in _chunks(iterables, chunksize))
+        return _chain(map_ahead(self.submit, functools.partial(_process_chunk, fn), chunks, timeout, buffersize))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._core.shutdown(wait, cancel_futures=cancel_futures)

@@ -262,6 +262,13 @@ class _Core:
                 raise
         return future
 
+    def start(self) -> None:
+        """Start now what the first submit would (local workers if wanted, the threads), as
+        ``multiprocessing.Pool`` starts its workers as it is made."""
+        with self._lock:
+            if self._thread is None and not self._shutdown and self._broken is None:
+                self._start(None)
+
     def _entry(self, task_id: str, future: _TaskFuture, fn: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> _Outgoing | None:
         """The task on its way to the task queue; None if it cannot be pickled (its future
