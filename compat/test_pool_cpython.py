@@ -713,3 +713,72 @@ def test_killed_worker(make_pool: MakePool) -> None:
         assert p.apply(sqr, (4,)) == 16
         p.close()
     p.join()
+
+
+def _eventually(predicate: Callable[[], bool], timeout: float = SHORT_TIMEOUT) -> bool:
+    """Poll ``predicate`` (CPython's ``support.sleeping_retry``); whether it came true."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class CountingSource:
+    """An input iterable that records how many items were taken from it."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.taken = 0
+
+    def __iter__(self) -> Iterator[int]:
+        for i in range(self.total):
+            self.taken += 1
+            yield i
+
+
+@pytest.mark.parametrize("method", ["imap", "imap_unordered"])
+@pytest.mark.parametrize("buffersize", [1, 5, None])
+def test_imap_buffersize(pool: Any, method: str, buffersize: int | None) -> None:
+    """Added. Difference: ``imap``/``imap_unordered`` read their input at most ``processes +
+    buffersize`` tasks ahead of the results taken (``buffersize`` keyword-only as Python
+    3.14's ``Executor.map``; None: ``max(4 * processes, 32)``), so an endless iterable works;
+    3.13's pool (no ``buffersize``) reads all of it at once, in its task-handler thread."""
+    processes = 4  # the module's pool
+    source = CountingSource(200)
+    if STDLIB:
+        if buffersize is not None:
+            with pytest.raises(TypeError):
+                getattr(pool, method)(sqr, source, buffersize=buffersize)
+            return
+        it = getattr(pool, method)(sqr, source)
+        assert _eventually(lambda: source.taken == source.total)
+        assert sorted(it) == [i * i for i in range(source.total)]
+        return
+    ahead = processes + (max(4 * processes, 32) if buffersize is None else buffersize)
+    it = getattr(pool, method)(sqr, source, buffersize=buffersize)
+    results = []
+    for k in range(1, 4):
+        results.append(next(it))
+        assert _eventually(lambda k=k: source.taken >= min(k + ahead, source.total))
+        time.sleep(DELTA)  # a read-ahead past the bound would show meanwhile
+        assert source.taken <= k + ahead
+    results.extend(it)
+    assert sorted(results) == [i * i for i in range(source.total)]
+
+
+@pytest.mark.parametrize("method", ["imap", "imap_unordered"])
+def test_imap_buffersize_value_validation(pool: Any, method: str) -> None:
+    """Added: Python 3.14's ``Executor.map`` checks of ``buffersize``
+    (``test_map_buffersize_value_validation``), in the pool's ``imap`` family."""
+    if STDLIB:  # 3.13's imap has no buffersize
+        with pytest.raises(TypeError, match=r"unexpected keyword argument 'buffersize'"):
+            getattr(pool, method)(str, range(4), buffersize=1)
+        return
+    for buffersize in (0, -1):
+        with pytest.raises(ValueError, match=r"buffersize must be None or > 0"):
+            getattr(pool, method)(str, range(4), buffersize=buffersize)
+    for buffersize in (1.5, "1", True):
+        with pytest.raises(TypeError, match=r"buffersize must be an integer or None"):
+            getattr(pool, method)(str, range(4), buffersize=buffersize)
