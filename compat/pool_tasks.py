@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
-    "CountedObject", "SayWhenError", "_test_traceback", "_test_wrapped_exception",
+    "CountedObject", "SayWhenError", "_afunc", "_test_traceback", "_test_wrapped_exception",
     "exception_throwing_generator", "identity", "initializer", "kill_own_worker", "mul",
-    "raise_large_valuerror", "raising", "sqr", "unpickleable_result",
+    "pool_in_process", "raise_large_valuerror", "raising", "sqr", "unpickleable_result",
 ]
 
 
@@ -97,3 +97,24 @@ def kill_own_worker() -> NoReturn:
     """SIGKILL the worker process running this task (the stdlib's pool then waits forever)."""
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
+
+
+# -- TestStdinBadfiledescriptor ------------------------------------------------------------------
+
+def _afunc(x: Any) -> Any:
+    return x * x
+
+
+def pool_in_process(url: str | None = None, prefix: str | None = None) -> None:
+    """A pool made and used in a child process (CPython's takes no arguments: its pool is the
+    stdlib's; with a ``url``, pressure's on that server)."""
+    if url is None:
+        import multiprocessing
+        pool: Any = multiprocessing.Pool(processes=4)
+    else:
+        from pressure import multiprocessing as pressure_multiprocessing
+        pool = pressure_multiprocessing.Pool(processes=4, url=url, prefix=prefix)
+    x = pool.map(_afunc, [1, 2, 3, 4, 5, 6, 7])
+    assert x == [1, 4, 9, 16, 25, 36, 49], x
+    pool.close()
+    pool.join()

@@ -73,6 +73,7 @@ from .pool_tasks import (
     initializer,
     kill_own_worker,
     mul,
+    pool_in_process,
     raise_large_valuerror,
     raising,
     sqr,
@@ -100,8 +101,8 @@ MakePool = Callable[..., Any]
 
 
 def _new_pool(url: str, prefix: str, *args: Any, **kwds: Any) -> Any:
-    if STDLIB:
-        return stdlib_multiprocessing.Pool(*args, **kwds)
+    if STDLIB:  # multiprocessing.Pool() is this with the default context
+        return multiprocessing.pool.Pool(*args, **kwds)
     return pressure_multiprocessing.Pool(*args, url=url, prefix=prefix, **kwds)
 
 
@@ -782,3 +783,59 @@ def test_imap_buffersize_value_validation(pool: Any, method: str) -> None:
     for buffersize in (1.5, "1", True):
         with pytest.raises(TypeError, match=r"buffersize must be an integer or None"):
             getattr(pool, method)(str, range(4), buffersize=buffersize)
+
+
+# -- TestStdinBadfiledescriptor, TestPoolNotLeakOnFailure -----------------------------------------
+
+
+def test_pool_in_process(url: str, prefix: str) -> None:
+    """TestStdinBadfiledescriptor.test_pool_in_process (Issues 5155, 5313, 5331: a pool in a
+    child process, whose stdin multiprocessing has closed). CPython's asserts nothing; here the
+    child checks the map's result and must exit with 0."""
+    args = () if STDLIB else (url, prefix)
+    p = stdlib_multiprocessing.Process(target=pool_in_process, args=args)
+    p.start()
+    p.join(SHORT_TIMEOUT)
+    assert p.exitcode == 0
+
+
+def test_release_unused_processes(url: str, prefix: str) -> None:
+    """TestPoolNotLeakOnFailure.test_release_unused_processes (Issue #19675: if a worker
+    process cannot be created, the ones already created are not leaked). CPython's fakes
+    every process (a ``MagicMock`` context whose ``Process`` only records ``terminate()``);
+    here the first three are real processes of a fork context and the fourth's ``start()``
+    raises, so "not leaked" is observed as they end."""
+    will_fail_in = 3
+    forked_processes: list[Any] = []
+    fork = stdlib_multiprocessing.get_context("fork")
+
+    class FailingForkProcess(fork.Process):  # type: ignore[name-defined,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            forked_processes.append(self)
+
+        def start(self) -> None:
+            nonlocal will_fail_in
+            if will_fail_in <= 0:
+                raise OSError("Manually induced OSError")
+            will_fail_in -= 1
+            super().start()
+
+    class FailingContext:
+        """The fork context, but its ``Process`` is ``FailingForkProcess``."""
+
+        Process = FailingForkProcess
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "stdlib":  # pressure's contexts have one: this is not one of them
+                raise AttributeError(name)
+            return getattr(fork, name)
+
+    with pytest.raises(OSError, match="Manually induced OSError"):
+        p = _new_pool(url, prefix, 5, context=FailingContext())
+        p.close()
+        p.join()
+    assert len(forked_processes) == 4
+    assert _eventually(lambda: not any(process.is_alive() for process in forked_processes))
+    if not STDLIB:
+        assert _eventually(lambda: _keys(url, prefix) == []), _keys(url, prefix)
