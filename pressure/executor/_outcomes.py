@@ -24,7 +24,7 @@ from ..connection import Backend, pack_command
 from ..errors import BackendError, BrokenExecutor
 from ..keys import ExecutorKeys
 
-__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes", "outcome", "unpack_outcome"]
+__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes", "ResultNotPickled", "outcome", "unpack_outcome"]
 
 logger = _log.EXECUTOR
 
@@ -43,6 +43,18 @@ class _RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return self.tb
+
+
+class ResultNotPickled(pickle.PicklingError):
+    """A task's result could not be pickled: the error's and the result's ``repr`` kept
+    (``exc``, ``value``), for ``multiprocessing.pool.MaybeEncodingError`` (pressure.pool)."""
+
+    def __init__(self, message: str, exc: str = "", value: str = "") -> None:
+        super().__init__(message, exc, value)
+        self.exc, self.value = exc, value
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
@@ -65,7 +77,11 @@ def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
         return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        problem = pickle.PicklingError(f"the task's result could not be pickled: {exc!r}")
+        try:
+            shown = repr(value)
+        except Exception:  # noqa: BLE001 - a repr that fails too
+            shown = f"<{type(value).__name__} object>"
+        problem = ResultNotPickled(f"the task's result could not be pickled: {exc!r}", repr(exc), shown)
         return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
 
 

@@ -145,7 +145,8 @@ class Pool:
         if self._state != RUN:
             raise ValueError("Pool not running")
 
-    def _submit(self, result: Any, index: int, fn: Callable[..., Any], *args: Any, **kwds: Any) -> None:
+    def _submit(self, result: Any, index: int, fn: Callable[..., Any], args: Iterable[Any],
+                kwds: dict[str, Any]) -> None:
         self._handler.deliver(result, index, self._executor.submit(fn, *args, **kwds))
 
     def apply(self, func: Callable[..., Any], args: Iterable[Any] = (), kwds: dict[str, Any] = {}) -> Any:  # noqa: B006
@@ -159,7 +160,7 @@ class Pool:
         with self._lock:
             self._check_running()
             result = ApplyResult(self._cache, callback, error_callback)
-            self._submit(result, 0, func, *args, **kwds)
+            self._submit(result, 0, func, args, kwds)
         return result
 
     def map(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int | None = None) -> list[Any]:
@@ -204,7 +205,7 @@ class Pool:
             result = MapResult(self._cache, chunksize, length, callback, error_callback)
             if chunksize > 0:
                 for i, chunk in enumerate(_batches(rows, chunksize)):
-                    self._submit(result, i, _process_chunk, func, chunk)
+                    self._submit(result, i, _process_chunk, (func, chunk), {})
         return result
 
     def imap(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int = 1,

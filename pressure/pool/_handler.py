@@ -12,20 +12,39 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+import multiprocessing.pool
+
+from ..executor._outcomes import ResultNotPickled, _RemoteTraceback
 from ._results import Outcome
 
 __all__ = ["ResultHandler"]
 
+#: multiprocessing.pool's exceptions (not in its type stubs)
+MaybeEncodingError: Any = multiprocessing.pool.__dict__["MaybeEncodingError"]
+RemoteTraceback: Any = multiprocessing.pool.__dict__["RemoteTraceback"]
+
 
 def outcome(future: Future[Any]) -> Outcome:
     """(True, value) or (False, exception): a completed future as multiprocessing's pool
-    reports a task."""
+    reports a task: a worker's traceback is a ``multiprocessing.pool.RemoteTraceback`` (the
+    exception's ``__cause__``), a result that could not be pickled a ``MaybeEncodingError``."""
     if future.cancelled():
         return False, concurrent.futures.CancelledError()
     exc = future.exception()
-    if exc is not None:
-        return False, exc
-    return True, future.result()
+    if exc is None:
+        return True, future.result()
+    if isinstance(exc, ResultNotPickled):
+        wrapped = MaybeEncodingError.__new__(MaybeEncodingError)
+        Exception.__init__(wrapped, exc.exc, exc.value)
+        wrapped.exc, wrapped.value = exc.exc, exc.value  # the reprs, as the stdlib keeps them
+        wrapped.__cause__ = exc.__cause__
+        exc = wrapped
+    last = exc
+    while last.__cause__ is not None and type(last.__cause__) is not _RemoteTraceback:
+        last = last.__cause__
+    if type(last.__cause__) is _RemoteTraceback:
+        last.__cause__ = RemoteTraceback(last.__cause__.tb)
+    return False, exc
 
 
 class ResultHandler:

@@ -13,7 +13,7 @@ import threading
 import types
 from collections.abc import Callable
 from multiprocessing import TimeoutError
-from typing import Any
+from typing import Any, ClassVar
 
 from ..executor._feeding import ReadAhead
 
@@ -78,7 +78,7 @@ class ApplyResult:
         self._event.set()
         self._cache.pop(self._job, None)
 
-    __class_getitem__ = classmethod(types.GenericAlias)
+    __class_getitem__: ClassVar[Any] = classmethod(types.GenericAlias)
 
 
 AsyncResult = ApplyResult
