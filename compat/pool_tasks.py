@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
-    "CountedObject", "SayWhenError", "_afunc", "_test_traceback", "_test_wrapped_exception",
+    "CountedObject", "ErrorAtUnpickle", "SayWhenError", "_afunc", "_test_traceback", "_test_wrapped_exception",
     "exception_throwing_generator", "identity", "initializer", "kill_own_worker", "mul",
     "pool_in_process", "raise_large_valuerror", "raising", "sqr", "unpickleable_result",
 ]
@@ -118,3 +118,16 @@ def pool_in_process(url: str | None = None, prefix: str | None = None) -> None:
     assert x == [1, 4, 9, 16, 25, 36, 49], x
     pool.close()
     pool.join()
+
+
+# -- added: a task its worker cannot unpickle ----------------------------------------------------
+
+def _raise_at_unpickle() -> NoReturn:
+    raise RuntimeError("error at task unpickle")
+
+
+class ErrorAtUnpickle:
+    """Pickles; unpickling it (in the worker) raises."""
+
+    def __reduce__(self) -> tuple[Callable[[], NoReturn], tuple[()]]:
+        return _raise_at_unpickle, ()

@@ -23,9 +23,17 @@ module-scoped ``pool`` fixture, shared as CPython shares it. The bare
 ``multiprocessing.pool.Pool`` (the harness's proof: all of it passes there, the "Difference:"
 tests asserting the stdlib's side). The whole file takes about 20 s on 2 cores.
 
-Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 3 added (9 pytest items
-with their parameters): 43 items. Where pressure differs on purpose, the test asserts
-pressure's documented behaviour and says so ("Difference:"):
+Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 4 added (10 pytest items
+with their parameters): 44 items. Where pressure differs on purpose (docs/pages/pool.md,
+"Differences from multiprocessing.Pool"), the test asserts pressure's documented behaviour
+and says so ("Difference:"):
+
+- ``test_terminate``: after ``terminate()`` the outstanding ``map_async`` result raises
+  ``pressure.BrokenExecutor("the pool was terminated")``; the stdlib's stays pending forever
+  (CPython's test does not look at it: the check is added at its end).
+- ``test_unpicklable_task`` (added): a task its worker cannot unpickle fails its own result
+  with ``pressure.BrokenExecutor`` (the unpickling's error as ``__cause__``), and the pool goes
+  on; in the stdlib's pool that result never comes.
 
 - ``test_killed_worker`` (added): a task whose worker is SIGKILLed is started again, up to
   ``max_attempts``, then its result raises ``pressure.WorkerLost``, and ``close()``/``join()``
@@ -100,6 +108,7 @@ from pressure.testing import RedisServer
 
 from .pool_tasks import (
     CountedObject,
+    ErrorAtUnpickle,
     SayWhenError,
     _test_traceback,
     _test_wrapped_exception,
@@ -429,15 +438,24 @@ def test_make_pool(make_pool: MakePool) -> None:
 
 
 def test_terminate(make_pool: MakePool) -> None:
-    """_TestPool.test_terminate (tasks that take "forever": terminate must not wait)"""
+    """_TestPool.test_terminate (tasks that take "forever": terminate must not wait).
+    Difference (added at the end): the outstanding result then raises
+    ``pressure.BrokenExecutor("the pool was terminated")``; the stdlib's never becomes ready."""
     # Simulate slow tasks which take "forever" to complete
     sleep_time = LONG_TIMEOUT
     p = make_pool(3)
     args = [sleep_time for _ in range(10_000)]
-    p.map_async(time.sleep, args, chunksize=1)
+    result = p.map_async(time.sleep, args, chunksize=1)
     time.sleep(0.2)  # give some tasks a chance to start
     p.terminate()
     p.join()
+    # Difference: the outstanding result fails; the stdlib's stays pending forever.
+    if STDLIB:
+        with pytest.raises(mp.TimeoutError):
+            result.get(timeout=TIMEOUT1)
+    else:
+        with pytest.raises(pressure.BrokenExecutor, match="the pool was terminated"):
+            result.get(timeout=SHORT_TIMEOUT)
 
 
 def test_empty_iterable(make_pool: MakePool) -> None:
@@ -818,6 +836,28 @@ def test_imap_buffersize_value_validation(pool: Any, method: str) -> None:
     for buffersize in (1.5, "1", True):
         with pytest.raises(TypeError, match=r"buffersize must be an integer or None"):
             getattr(pool, method)(str, range(4), buffersize=buffersize)
+
+
+def test_unpicklable_task(make_pool: MakePool) -> None:
+    """Added. Difference: a task its worker cannot unpickle fails its own result with
+    ``pressure.BrokenExecutor`` (the unpickling's exception as ``__cause__``) and the pool goes
+    on; in the stdlib's pool the exception ends the worker process and the result never comes
+    (so that pool is terminated)."""
+    p = make_pool(2)
+    res = p.apply_async(identity, (ErrorAtUnpickle(),))
+    if STDLIB:
+        with pytest.raises(mp.TimeoutError):
+            res.get(timeout=2.0)
+        assert p.apply(sqr, (4,)) == 16
+        p.terminate()
+    else:
+        with pytest.raises(pressure.BrokenExecutor) as info:
+            res.get(timeout=SHORT_TIMEOUT)
+        assert isinstance(info.value.__cause__, RuntimeError)
+        assert str(info.value.__cause__) == "error at task unpickle"
+        assert p.apply(sqr, (4,)) == 16
+        p.close()
+    p.join()
 
 
 # -- TestStdinBadfiledescriptor, TestPoolNotLeakOnFailure -----------------------------------------
