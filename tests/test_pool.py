@@ -30,6 +30,7 @@ import redis
 import pressure
 import pressure.multiprocessing as pmp
 from pressure.pool import Pool
+from pressure.pool._feeding import limit
 from tests import executor_tasks as tasks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -339,8 +340,8 @@ def test_initializer_and_maxtasksperchild(make_pool: Callable[..., Pool]) -> Non
     assert value == "init"
     retiring = make_pool(1, maxtasksperchild=1)
     # a 'fork' context is changed for 'forkserver': retired workers are replaced from there
-    assert retiring._ctx.get_start_method() == ("forkserver" if multiprocessing.get_start_method() == "fork"
-                                                else multiprocessing.get_start_method())
+    default = multiprocessing.get_context().get_start_method()
+    assert retiring._ctx.get_start_method() == ("forkserver" if default == "fork" else default)
     pids = {retiring.apply(tasks.get_global)[1] for _ in range(3)}
     assert len(pids) == 3  # each task ran in a new worker
 
@@ -396,13 +397,13 @@ def counted(limit: int | None, seen: list[int]) -> Iterator[int]:
 def test_imap_reads_its_input_only_a_bounded_amount_ahead(pool: Pool, tmp_path: Path) -> None:
     """gh-84291: multiprocessing's imap reads the whole input before the first result (an
     endless one: until memory runs out). Here it reads at most processes + buffersize tasks
-    ahead of the results taken (by default 2 + 32 on 2 processes), results in order."""
+    ahead of the results taken (by default 2 + 256 on 2 processes), results in order."""
     stdlib = run_stdlib(tmp_path, """
         import multiprocessing, time
         from tests import executor_tasks as tasks
         seen = []
         def counted():
-            for i in range(20000):
+            for i in range(5000):
                 seen.append(i)
                 yield i
         if __name__ == "__main__":
@@ -413,17 +414,19 @@ def test_imap_reads_its_input_only_a_bounded_amount_ahead(pool: Pool, tmp_path: 
                 print(len(seen))
         """, timeout=SOON)
     assert stdlib is not None and stdlib.returncode == 0, stdlib
-    assert int(stdlib.stdout) == 20000  # all of it read for one result
+    assert int(stdlib.stdout) == 5000  # all of it read for one result
     for kind in (pool.imap, pool.imap_unordered):
         seen: list[int] = []
         it = kind(tasks.square, counted(None, seen))
         got = [next(it) for _ in range(100)]
+        window = limit(2, None)
+        assert window == 2 + 256
         if kind == pool.imap:
             assert got == [i * i for i in range(100)]
-        else:  # the first 100 to finish, of the at most 134 submitted
-            assert len(set(got)) == 100 and all(x in {i * i for i in range(134)} for x in got)
+        else:  # the first 100 to finish, of the at most 100 + window submitted
+            assert len(set(got)) == 100 and all(x in {i * i for i in range(100 + window)} for x in got)
         time.sleep(0.2)
-        assert len(seen) <= 100 + 2 + 32
+        assert len(seen) <= 100 + window
         seen2: list[int] = []
         small = kind(tasks.square, counted(None, seen2), buffersize=1)
         assert next(small) in (0, 1, 4)
@@ -441,10 +444,15 @@ def test_close_then_join_lets_a_default_imap_read_the_rest(make_pool: Callable[.
     """As the stdlib: imap, close, join, then iterate: every result is there."""
     pool = make_pool(2)
     seen: list[int] = []
-    it = pool.imap(tasks.square, counted(200, seen))
+    it = pool.imap(tasks.square, counted(1000, seen))  # more than the read-ahead's window
     pool.close()
     pool.join()
-    assert len(seen) == 200 and list(it) == [i * i for i in range(200)]
+    assert len(seen) == 1000 and list(it) == [i * i for i in range(1000)]
+    bounded = make_pool(1)
+    it = bounded.imap(tasks.square, counted(10, []), buffersize=1)
+    bounded.close()  # a buffersize given stays a bound: the results must be taken to go on
+    assert list(it) == [i * i for i in range(10)]
+    bounded.join()
 
 
 def test_a_task_its_worker_cannot_unpickle_fails_alone(pool: Pool, tmp_path: Path) -> None:

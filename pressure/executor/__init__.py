@@ -87,12 +87,18 @@ def _process_chunk(fn: Callable[..., Any], chunk: list[tuple[Any, ...]]) -> list
     return [fn(*args) for args in chunk]
 
 
+def _map_chunk(fn: Callable[..., Any], chunk: list[Any]) -> list[Any]:
+    """A chunk of one-argument calls (multiprocessing.pool's ``mapstar``): the items travel as
+    they are, not each in a tuple (pickled and run in about half the time)."""
+    return list(map(fn, chunk))
+
+
 def _chunks(iterables: tuple[Iterable[Any], ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
     return _batches(zip(*iterables), size)
 
 
-def _batches(rows: Iterator[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
-    """Lists of ``size`` argument tuples (the last one shorter): one task each."""
+def _batches(rows: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of ``size`` items of ``rows`` (the last one shorter): one task each."""
     while chunk := list(itertools.islice(rows, size)):
         yield chunk
 

@@ -26,7 +26,7 @@ import redis
 import redis.cluster
 
 from ..errors import BrokenExecutor
-from ..executor import Executor, _batches, _chunks, _process_chunk
+from ..executor import Executor, _batches, _map_chunk, _process_chunk
 from ..executor._feeding import ReadAhead, check_buffersize
 from ..signing import Authkey
 from ._feeding import Feeder, limit
@@ -199,13 +199,14 @@ class Pool:
                 chunksize += 1
         if length == 0:
             chunksize = 0
-        rows: Iterator[tuple[Any, ...]] = map(tuple, iterable) if star else zip(iterable)
+        # a chunk is its items as they are: _process_chunk calls fn(*row), _map_chunk fn(item)
+        task = _process_chunk if star else _map_chunk
         with self._lock:
             self._check_running()
             result = MapResult(self._cache, chunksize, length, callback, error_callback)
             if chunksize > 0:
-                for i, chunk in enumerate(_batches(rows, chunksize)):
-                    self._submit(result, i, _process_chunk, (func, chunk), {})
+                for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
+                    self._submit(result, i, task, (func, chunk), {})
         return result
 
     def imap(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int = 1,
@@ -232,8 +233,8 @@ class Pool:
         if chunksize == 1:
             source, fn = zip(iterable), func
         else:
-            source = ((chunk,) for chunk in _chunks((iterable,), chunksize))
-            fn = functools.partial(_process_chunk, func)
+            source = ((chunk,) for chunk in _batches(iter(iterable), chunksize))
+            fn = functools.partial(_map_chunk, func)
         ahead: ReadAhead[tuple[Any, ...]] = ReadAhead(source, limit(self._processes, buffersize))
         with self._lock:
             self._check_running()
