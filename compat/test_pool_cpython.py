@@ -40,8 +40,8 @@ and says so ("Difference:"):
   return; the stdlib's pool replaces the process, but the result never comes and ``join()``
   after ``close()`` waits for it forever.
 - ``test_imap_buffersize`` (added): ``imap``/``imap_unordered`` read their input at most
-  ``processes + buffersize`` tasks ahead of the results taken (None: ``max(4 * processes,
-  32)``); 3.13's pool reads all of it at once. ``test_imap_buffersize_value_validation``
+  ``processes + buffersize`` tasks ahead of the results taken (None: ``max(8 * processes,
+  256)``); 3.13's pool reads all of it at once. ``test_imap_buffersize_value_validation``
   (added) checks 3.14's ``Executor.map`` errors for ``buffersize`` (3.13's pool has none).
 
 This run found two departures from the stdlib that are now fixed in the pool
@@ -109,6 +109,7 @@ import redis
 
 import pressure
 from pressure import multiprocessing as pressure_multiprocessing
+from pressure.pool._feeding import DEFAULT_BUFFERSIZE
 from pressure.testing import RedisServer
 
 from .pool_tasks import (
@@ -802,10 +803,12 @@ class CountingSource:
 def test_imap_buffersize(pool: Any, method: str, buffersize: int | None) -> None:
     """Added. Difference: ``imap``/``imap_unordered`` read their input at most ``processes +
     buffersize`` tasks ahead of the results taken (``buffersize`` keyword-only as Python
-    3.14's ``Executor.map``; None: ``max(4 * processes, 32)``), so an endless iterable works;
+    3.14's ``Executor.map``; None: ``pressure.pool._feeding.DEFAULT_BUFFERSIZE(processes)``,
+    ``max(8 * processes, 256)`` in docs/pages/pool.md), so an endless iterable works;
     3.13's pool (no ``buffersize``) reads all of it at once, in its task-handler thread."""
     processes = 4  # the module's pool
-    source = CountingSource(200)
+    ahead = processes + (DEFAULT_BUFFERSIZE(processes) if buffersize is None else buffersize)
+    source = CountingSource(ahead + 100)
     if STDLIB:
         if buffersize is not None:
             with pytest.raises(TypeError):
@@ -815,7 +818,6 @@ def test_imap_buffersize(pool: Any, method: str, buffersize: int | None) -> None
         assert _eventually(lambda: source.taken == source.total)
         assert sorted(it) == [i * i for i in range(source.total)]
         return
-    ahead = processes + (max(4 * processes, 32) if buffersize is None else buffersize)
     it = getattr(pool, method)(sqr, source, buffersize=buffersize)
     results = []
     for k in range(1, 4):
