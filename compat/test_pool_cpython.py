@@ -23,8 +23,8 @@ module-scoped ``pool`` fixture, shared as CPython shares it. The bare
 ``multiprocessing.pool.Pool`` (the harness's proof: all of it passes there, the "Difference:"
 tests asserting the stdlib's side). The whole file takes about 20 s on 2 cores.
 
-Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 4 added (10 pytest items
-with their parameters): 44 items. Where pressure differs on purpose (docs/pages/pool.md,
+Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 5 added (11 pytest items
+with their parameters): 45 items. Where pressure differs on purpose (docs/pages/pool.md,
 "Differences from multiprocessing.Pool"), the test asserts pressure's documented behaviour
 and says so ("Difference:"):
 
@@ -34,6 +34,9 @@ and says so ("Difference:"):
 - ``test_unpicklable_task`` (added): a task its worker cannot unpickle fails its own result
   with ``pressure.BrokenExecutor`` (the unpickling's error as ``__cause__``), and the pool goes
   on; in the stdlib's pool that result never comes.
+- ``test_raising_callback`` (added): a callback that raises is logged and its result is still
+  set; in the stdlib's pool it ends the result-handler thread, no later result comes, and
+  ``terminate()`` raises ``AssertionError``.
 
 - ``test_killed_worker`` (added): a task whose worker is SIGKILLed is started again, up to
   ``max_attempts``, then its result raises ``pressure.WorkerLost``, and ``close()``/``join()``
@@ -90,12 +93,14 @@ import contextlib
 import gc
 import io
 import itertools
+import logging
 import multiprocessing as stdlib_multiprocessing
 import multiprocessing.pool
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 import warnings
@@ -864,6 +869,36 @@ def test_unpicklable_task(make_pool: MakePool) -> None:
         assert isinstance(info.value.__cause__, RuntimeError)
         assert str(info.value.__cause__) == "error at task unpickle"
         assert p.apply(sqr, (4,)) == 16
+        p.close()
+    p.join()
+
+
+def test_raising_callback(make_pool: MakePool, monkeypatch: pytest.MonkeyPatch,
+                          caplog: pytest.LogCaptureFixture) -> None:
+    """Added. Difference: a callback that raises is logged (logger ``pressure.pool``), its
+    result is still set, and later results come; in the stdlib's pool the exception ends the
+    result-handler thread (``threading.excepthook``), no later result ever comes, and even
+    ``terminate()`` raises ``AssertionError``."""
+    def callback(value: Any) -> None:
+        raise ZeroDivisionError("callback")
+
+    p = make_pool(2)
+    if STDLIB:
+        died: list[BaseException | None] = []
+        monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+        p.apply_async(sqr, (3,), callback=callback)
+        assert _eventually(lambda: bool(died))
+        assert isinstance(died[0], ZeroDivisionError)
+        with pytest.raises(mp.TimeoutError):
+            p.apply_async(sqr, (4,)).get(timeout=1.0)
+        with pytest.raises(AssertionError, match="Cannot have cache with result_hander not alive"):
+            p.terminate()  # its workers are told to stop all the same
+    else:
+        with caplog.at_level(logging.ERROR, logger="pressure.pool"):
+            res = p.apply_async(sqr, (3,), callback=callback)
+            assert res.get(timeout=SHORT_TIMEOUT) == 9
+        assert any(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in caplog.records)
+        assert p.apply_async(sqr, (4,)).get(timeout=SHORT_TIMEOUT) == 16
         p.close()
     p.join()
 
