@@ -23,8 +23,8 @@ module-scoped ``pool`` fixture, shared as CPython shares it. The bare
 ``multiprocessing.pool.Pool`` (the harness's proof: all of it passes there, the "Difference:"
 tests asserting the stdlib's side). The whole file takes about 20 s on 2 cores.
 
-Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 5 added (11 pytest items
-with their parameters): 45 items. Where pressure differs on purpose (docs/pages/pool.md,
+Adapted: 34 CPython tests (31 of the three classes, 3 others), plus 6 added (12 pytest items
+with their parameters): 46 items. Where pressure differs on purpose (docs/pages/pool.md,
 "Differences from multiprocessing.Pool"), the test asserts pressure's documented behaviour
 and says so ("Difference:"):
 
@@ -37,6 +37,8 @@ and says so ("Difference:"):
 - ``test_raising_callback`` (added): a callback that raises is logged and its result is still
   set; in the stdlib's pool it ends the result-handler thread, no later result comes, and
   ``terminate()`` raises ``AssertionError``.
+- ``test_maxtasksperchild_start_method`` (added): with ``maxtasksperchild`` a 'fork' context's
+  pool starts its workers with 'forkserver'; the stdlib's forks them.
 
 - ``test_killed_worker`` (added): a task whose worker is SIGKILLed is started again, up to
   ``max_attempts``, then its result raises ``pressure.WorkerLost``, and ``close()``/``join()``
@@ -698,6 +700,19 @@ def test_pool_worker_lifetime_early_close(make_pool: MakePool) -> None:
         assert res.get() == sqr(j)
 
 
+def test_maxtasksperchild_start_method(make_pool: MakePool) -> None:
+    """Added. Difference: with ``maxtasksperchild``, a pool of the 'fork' context starts its
+    workers with 'forkserver' (it replaces retired workers while it runs threads, which
+    forking cannot do safely); the stdlib's forks them."""
+    fork = stdlib_multiprocessing.get_context("fork")
+    p = make_pool(2, maxtasksperchild=1, context=fork)
+    expected = "ForkProcess" if STDLIB else "ForkServerProcess"
+    assert [type(w).__name__ for w in p._pool] == [expected] * 2
+    assert p.map(sqr, range(4)) == [0, 1, 4, 9]
+    p.close()
+    p.join()
+
+
 def test_pool_maxtasksperchild_invalid(make_pool: MakePool) -> None:
     """_TestPoolWorkerLifetime.test_pool_maxtasksperchild_invalid"""
     for value in [0, -1, 0.5, "12"]:
@@ -708,7 +723,8 @@ def test_pool_maxtasksperchild_invalid(make_pool: MakePool) -> None:
 def test_worker_finalization_via_atexit_handler_of_multiprocessing(url: str,
                                                                     prefix: str) -> None:
     """_TestPoolWorkerLifetime.test_worker_finalization_via_atexit_handler_of_multiprocessing
-    (bpo-38744, bpo-39360: a pool left running at exit must not hang the interpreter)"""
+    (bpo-38744, bpo-39360: a pool left running at exit must not hang the interpreter; here its
+    keys must go too)"""
     module = "multiprocessing" if STDLIB else "pressure.multiprocessing"
     kwargs = "" if STDLIB else f", url={url!r}, prefix={prefix!r}"
     cmd = textwrap.dedent(f'''\
@@ -727,6 +743,8 @@ def test_worker_finalization_via_atexit_handler_of_multiprocessing(url: str,
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", cmd], cwd=ROOT,
                           capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
+    if not STDLIB:  # and the anonymous pool's keys went with it
+        assert _eventually(lambda: _keys(url, prefix) == []), _keys(url, prefix)
 
 
 # -- TestInitializers --------------------------------------------------------------------------
