@@ -6,6 +6,7 @@ The read-ahead is the one the Pool's imaps use (pressure/executor/_feeding.py)."
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import itertools
 from collections.abc import Iterator
 
@@ -75,3 +76,13 @@ def test_timeout_and_cancel_with_buffersize(executor: pressure.Executor) -> None
     assert next(results) == "a"
     results.close()  # the task not yielded ("c") is cancelled or done, never waited for
     assert executor.submit(tasks.square, 3).result(SOON) == 9
+
+
+def test_the_iterator_holds_its_executor_weakly(url: str, prefix: str) -> None:
+    """As 3.14's: dropping the executor stops the submitting; the tasks submitted still
+    finish (a collected executor finishes its pending work) and the iterator ends after them."""
+    ex = pressure.Executor(url=url, prefix=prefix, max_workers=1)
+    results = ex.map(tasks.square, itertools.count(), buffersize=2)
+    del ex
+    gc.collect()
+    assert list(results) == [0, 1]

@@ -180,6 +180,10 @@ def test_an_input_iterable_that_raises_ends_the_imap_with_its_error(pool: Pool) 
 
     with multiprocessing.get_context("forkserver").Pool(2) as stdlib:
         for p in (pool, stdlib):
+            for method in (p.imap, p.imap_unordered):
+                not_iterable = method(tasks.square, 5)  # type: ignore[arg-type]
+                with pytest.raises(TypeError, match="not iterable"):
+                    next(not_iterable)
             it = p.imap(tasks.square, numbers())
             assert [next(it), next(it)] == [1, 4]
             with pytest.raises(LookupError, match="input failed"):
@@ -219,7 +223,25 @@ def test_callbacks_run_in_one_thread_one_at_a_time(pool: Pool) -> None:
     assert len(threads) == 1 and threading.get_ident() not in threads and not any(overlaps)
 
 
-def test_a_callback_that_raises_leaves_the_pool_working(pool: Pool, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_callback_that_raises_leaves_the_pool_working(pool: Pool, caplog: pytest.LogCaptureFixture,
+                                                        tmp_path: Path) -> None:
+    """multiprocessing's result-handler thread dies of it: no result comes any more."""
+    stdlib = run_stdlib(tmp_path, """
+        import multiprocessing
+        from tests import executor_tasks as tasks
+        def bad(value):
+            raise RuntimeError("callback bug")
+        if __name__ == "__main__":
+            pool = multiprocessing.get_context("fork").Pool(1)
+            for callback in (bad, None):
+                try:
+                    print(pool.apply_async(tasks.square, (3,), callback=callback).get(timeout=2))
+                except multiprocessing.TimeoutError:
+                    print("timed out")
+            pool.close()
+        """, timeout=SOON)
+    assert stdlib is not None and stdlib.stdout.split() == ["timed", "out", "timed", "out"], stdlib
+
     def bad(value: Any) -> None:
         raise RuntimeError("callback bug")
 
@@ -547,3 +569,39 @@ def test_errors_are_the_stdlibs_remote_traceback_and_maybe_encoding_error(pool: 
             assert encoding.value.value.startswith("<function <lambda>") and "pickle" in encoding.value.exc
             assert str(encoding.value).startswith("Error sending result: '<function <lambda>")
             assert p.apply(tasks.square, (3,)) == 9
+
+
+def test_processes_default_and_local_workers(make_pool: Callable[..., Pool]) -> None:
+    """``processes=None`` is the stdlib's count; that many local workers start with the pool,
+    none with ``local_workers=False``."""
+    remote_only = make_pool(None, local_workers=False)
+    assert remote_only._processes == (getattr(os, "process_cpu_count", os.cpu_count)() or 1)
+    assert remote_only._pool == [] and remote_only._executor.workers_alive() == 0
+    local = make_pool(1)
+    assert len(local._pool) == 1 and local._pool[0].is_alive()  # started with the pool, not at first use
+
+
+def test_a_failing_initializer_breaks_the_pool(make_pool: Callable[..., Pool]) -> None:
+    """multiprocessing starts worker after worker, each failing, and the results never come;
+    here the pool is broken: every result fails with BrokenExecutor, naming the error."""
+    pool = make_pool(1, tasks.failing_initializer)
+    with pytest.raises(pressure.BrokenExecutor, match="this initializer always fails"):
+        pool.apply(tasks.square, (2,))
+    with pytest.raises(pressure.BrokenExecutor):
+        pool.map(tasks.square, range(3))
+    with pytest.raises(pressure.BrokenExecutor):
+        pool.apply_async(tasks.square, (2,))
+    pool.close()
+    pool.join()  # nothing is outstanding
+
+
+def test_the_executors_keywords_pass_through(make_pool: Callable[..., Pool]) -> None:
+    """serializer='cloudpickle' sends a lambda (pickle cannot); a signed pool's tasks run (its
+    local workers have its key: signing itself is tests/test_signing_executor.py's);
+    max_attempts is checked as the Executor's."""
+    pool = make_pool(1, serializer="cloudpickle", authkey="k" * 32, name="signed")
+    assert pool.map(lambda x: x + 1, [1, 2]) == [2, 3]
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        make_pool(1).apply(lambda: 1)
+    with pytest.raises(ValueError, match="max_attempts must be a positive integer"):
+        make_pool(1, max_attempts=0)

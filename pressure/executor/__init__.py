@@ -249,7 +249,7 @@ class Executor(concurrent.futures.Executor):
             raise ValueError("chunksize must be >= 1.")
         check_buffersize(buffersize)  # Python 3.14's map, on every version
         chunks = ((chunk,) for chunk in _chunks(iterables, chunksize))
-        return _chain(map_ahead(self.submit, functools.partial(_process_chunk, fn), chunks, timeout, buffersize))
+        return _chain(map_ahead(self, functools.partial(_process_chunk, fn), chunks, timeout, buffersize))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._core.shutdown(wait, cancel_futures=cancel_futures)

@@ -5,8 +5,10 @@ endless iterable is read only as fast as its results are consumed (CPython gh-64
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, Final, Generic, TypeVar
@@ -87,26 +89,29 @@ def _result_or_cancel(future: Future[T], timeout: float | None = None) -> T:
         del future
 
 
-def map_ahead(submit: Callable[..., Future[T]], fn: Callable[..., T], rows: Iterator[tuple[Any, ...]],
+def map_ahead(executor: concurrent.futures.Executor, fn: Callable[..., T], rows: Iterator[tuple[Any, ...]],
               timeout: float | None, buffersize: int | None) -> Iterator[T]:
     """``concurrent.futures.Executor.map`` of Python 3.14 (checked ``buffersize``): every row
-    submitted now, or with ``buffersize`` that many, and one more as each result is yielded;
-    the futures not yielded are cancelled when the iterator is closed or fails."""
+    submitted now, or with ``buffersize`` that many, and one more as each result is yielded
+    (while the executor is alive: the iterator holds it by a weak reference, as 3.14's); the
+    futures not yielded are cancelled when the iterator is closed or fails."""
     end_time = None if timeout is None else timeout + time.monotonic()
     ahead: ReadAhead[tuple[Any, ...]] = ReadAhead(rows, buffersize)
     fs: collections.deque[Future[T]] = collections.deque()
+    executor_ref = weakref.ref(executor)
 
-    def fill() -> None:
-        while (args := ahead.take(block=False)) is not FULL and args is not DONE:
-            fs.append(submit(fn, *args))  # type: ignore[misc]
+    def fill(submitter: concurrent.futures.Executor | None) -> None:
+        while submitter is not None and (args := ahead.take(block=False)) is not FULL and args is not DONE:
+            fs.append(submitter.submit(fn, *args))  # type: ignore[misc]
 
-    fill()
+    fill(executor)
+    del executor
 
     def result_iterator() -> Iterator[T]:
         try:
             while fs:
                 ahead.release()  # the oldest is about to be yielded: its successor goes first
-                fill()
+                fill(executor_ref())
                 if end_time is None:
                     yield _result_or_cancel(fs.popleft())
                 else:

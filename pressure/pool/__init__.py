@@ -48,6 +48,11 @@ def _stdlib_context(context: Any) -> Any:
     return getattr(context, "stdlib", context)
 
 
+def _lazily(iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``'s items, ``iter()`` called at the first one (in the feeder thread)."""
+    yield from iterable
+
+
 class Pool:
     """A ``multiprocessing.Pool`` whose tasks run in pressure workers on any host.
 
@@ -84,8 +89,8 @@ class Pool:
         self._state = INIT
         self._feeders: list[Feeder] = []
         ctx = _stdlib_context(context)
-        if processes is None:
-            processes = os.cpu_count() or 1
+        if processes is None:  # as the stdlib's: process_cpu_count() where there is one (3.13+)
+            processes = getattr(os, "process_cpu_count", os.cpu_count)() or 1
         if processes < 1:
             raise ValueError("Number of processes must be at least 1")
         if maxtasksperchild is not None:
@@ -160,7 +165,11 @@ class Pool:
         with self._lock:
             self._check_running()
             result = ApplyResult(self._cache, callback, error_callback)
-            self._submit(result, 0, func, args, kwds)
+            try:
+                self._submit(result, 0, func, args, kwds)
+            except BaseException:
+                self._cache.pop(result._job, None)  # never outstanding: join() does not wait for it
+                raise
         return result
 
     def map(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int | None = None) -> list[Any]:
@@ -204,9 +213,13 @@ class Pool:
         with self._lock:
             self._check_running()
             result = MapResult(self._cache, chunksize, length, callback, error_callback)
-            if chunksize > 0:
-                for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
-                    self._submit(result, i, task, (func, chunk), {})
+            try:
+                if chunksize > 0:
+                    for i, chunk in enumerate(_batches(iter(iterable), chunksize)):
+                        self._submit(result, i, task, (func, chunk), {})
+            except BaseException:
+                self._cache.pop(result._job, None)
+                raise
         return result
 
     def imap(self, func: Callable[..., Any], iterable: Iterable[Any], chunksize: int = 1,
@@ -230,10 +243,11 @@ class Pool:
               chunksize: int, buffersize: int | None) -> Iterator[Any]:
         check_buffersize(buffersize)
         source: Iterator[tuple[Any, ...]]
+        items = _lazily(iterable)  # not iterable: the first result raises, as the stdlib's
         if chunksize == 1:
-            source, fn = zip(iterable), func
+            source, fn = zip(items), func
         else:
-            source = ((chunk,) for chunk in _batches(iter(iterable), chunksize))
+            source = ((chunk,) for chunk in _batches(items, chunksize))
             fn = functools.partial(_map_chunk, func)
         ahead: ReadAhead[tuple[Any, ...]] = ReadAhead(source, limit(self._processes, buffersize))
         with self._lock:
