@@ -39,7 +39,6 @@ and says so ("Difference:"):
   ``terminate()`` raises ``AssertionError``.
 - ``test_maxtasksperchild_start_method`` (added): with ``maxtasksperchild`` a 'fork' context's
   pool starts its workers with 'forkserver'; the stdlib's forks them.
-
 - ``test_killed_worker`` (added): a task whose worker is SIGKILLed is started again, up to
   ``max_attempts``, then its result raises ``pressure.WorkerLost``, and ``close()``/``join()``
   return; the stdlib's pool replaces the process, but the result never comes and ``join()``
@@ -907,6 +906,7 @@ def test_raising_callback(make_pool: MakePool, monkeypatch: pytest.MonkeyPatch,
         p.apply_async(sqr, (3,), callback=callback)
         assert _eventually(lambda: bool(died))
         assert isinstance(died[0], ZeroDivisionError)
+        assert _eventually(lambda: not p._result_handler.is_alive())
         with pytest.raises(mp.TimeoutError):
             p.apply_async(sqr, (4,)).get(timeout=1.0)
         with pytest.raises(AssertionError, match="Cannot have cache with result_hander not alive"):
