@@ -12,15 +12,16 @@ imports it.
 from __future__ import annotations
 
 import os
+import threading
 import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
-    "CountedObject", "ErrorAtUnpickle", "SayWhenError", "_afunc", "_test_traceback", "_test_wrapped_exception",
+    "CountedObject", "ErrorAtUnpickle", "SayWhenError", "UnpicklableError", "_afunc", "_test_traceback", "_test_wrapped_exception",
     "exception_throwing_generator", "identity", "initializer", "kill_own_worker", "mul",
-    "pool_in_process", "raise_large_valuerror", "raising", "sqr", "unpickleable_result",
+    "pool_in_process", "raise_large_valuerror", "raise_unpicklable_error", "raising", "sqr", "unpickleable_result",
 ]
 
 
@@ -131,3 +132,17 @@ class ErrorAtUnpickle:
 
     def __reduce__(self) -> tuple[Callable[[], NoReturn], tuple[()]]:
         return _raise_at_unpickle, ()
+
+
+# -- added: an exception that cannot be pickled ------------------------------------------------
+
+class UnpicklableError(Exception):
+    """An exception with a lock in it: it cannot be pickled back to the caller."""
+
+    def __init__(self) -> None:
+        super().__init__("unpicklable")
+        self.lock = threading.Lock()
+
+
+def raise_unpicklable_error() -> NoReturn:
+    raise UnpicklableError

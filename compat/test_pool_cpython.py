@@ -131,6 +131,7 @@ from .pool_tasks import (
     mul,
     pool_in_process,
     raise_large_valuerror,
+    raise_unpicklable_error,
     raising,
     sqr,
     unpickleable_result,
@@ -650,6 +651,26 @@ def test_unpickleable_result(make_pool: MakePool) -> None:
 
     p.close()
     p.join()
+
+
+def test_unpickleable_exception(make_pool: MakePool) -> None:
+    """Added, after ``_TestPoolWorkerErrors.test_unpickleable_result``: an exception a task
+    raises that cannot be pickled fails the result with ``MaybeEncodingError`` too (the
+    stdlib's worker wraps any outcome it cannot send), passed to ``error_callback`` as well;
+    the workers survive it."""
+    from multiprocessing.pool import MaybeEncodingError  # type: ignore[attr-defined]
+
+    p = make_pool(2)
+    for _ in range(5):
+        errors: list[BaseException] = []
+        res = p.apply_async(raise_unpicklable_error, error_callback=errors.append)
+        with pytest.raises(MaybeEncodingError):
+            res.get()
+        assert len(errors) == 1
+        assert isinstance(errors[0], MaybeEncodingError)
+        assert errors[0].exc is not None
+        assert errors[0].value is not None
+    assert p.apply(sqr, (3,)) == 9
 
 
 # -- _TestPoolWorkerLifetime --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..connection import Backend, pack_command
 from ..errors import BackendError, BrokenExecutor
 from ..keys import ExecutorKeys
 
-__all__ = ["WAKE_MESSAGE", "Ahead", "Outcomes", "ResultNotPickled", "outcome", "unpack_outcome"]
+__all__ = ["WAKE_MESSAGE", "Ahead", "ExceptionNotPickled", "Outcomes", "ResultNotPickled", "outcome", "unpack_outcome"]
 
 logger = _log.EXECUTOR
 
@@ -45,8 +45,8 @@ class _RemoteTraceback(Exception):
         return self.tb
 
 
-class ResultNotPickled(pickle.PicklingError):
-    """A task's result could not be pickled: the error's and the result's ``repr`` kept
+class _NotPickled(Exception):
+    """What a worker could not pickle: the pickling error's and the object's ``repr`` kept
     (``exc``, ``value``), for ``multiprocessing.pool.MaybeEncodingError`` (pressure.pool)."""
 
     def __init__(self, message: str, exc: str = "", value: str = "") -> None:
@@ -55,6 +55,22 @@ class ResultNotPickled(pickle.PicklingError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ResultNotPickled(_NotPickled, pickle.PicklingError):
+    """A task's result could not be pickled."""
+
+
+class ExceptionNotPickled(_NotPickled, RuntimeError):
+    """The exception a task raised could not be pickled (its type, text and traceback are in
+    the message and the remote traceback)."""
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails too
+        return f"<{type(value).__name__} object>"
 
 
 def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
@@ -70,18 +86,14 @@ def outcome(ok: bool, value: Any) -> tuple[bool, bytes]:
             if isinstance(value, BrokenExecutor) and value.__cause__ is not None:
                 value.__cause__ = None  # its cause could not be pickled: the text shows it
                 return outcome(False, value)
-            substitute = RuntimeError(f"the task raised {type(value).__name__}: {value!s}, "
-                                      f"which could not be pickled ({exc!r})")
+            substitute = ExceptionNotPickled(f"the task raised {type(value).__name__}: {value!s}, "
+                                             f"which could not be pickled ({exc!r})", repr(exc), _shown(value))
             return False, pickle.dumps((False, substitute, text), pickle.HIGHEST_PROTOCOL)
     try:
         return True, pickle.dumps((True, value, ""), pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        try:
-            shown = repr(value)
-        except Exception:  # noqa: BLE001 - a repr that fails too
-            shown = f"<{type(value).__name__} object>"
-        problem = ResultNotPickled(f"the task's result could not be pickled: {exc!r}", repr(exc), shown)
+        problem = ResultNotPickled(f"the task's result could not be pickled: {exc!r}", repr(exc), _shown(value))
         return False, pickle.dumps((False, problem, text), pickle.HIGHEST_PROTOCOL)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import multiprocessing.pool
 
-from ..executor._outcomes import ResultNotPickled, _RemoteTraceback
+from ..executor._outcomes import _NotPickled, _RemoteTraceback
 from ._results import Outcome
 
 __all__ = ["ResultHandler"]
@@ -27,13 +27,14 @@ RemoteTraceback: Any = multiprocessing.pool.__dict__["RemoteTraceback"]
 def outcome(future: Future[Any]) -> Outcome:
     """(True, value) or (False, exception): a completed future as multiprocessing's pool
     reports a task: a worker's traceback is a ``multiprocessing.pool.RemoteTraceback`` (the
-    exception's ``__cause__``), a result that could not be pickled a ``MaybeEncodingError``."""
+    exception's ``__cause__``), a result or exception that could not be pickled a
+    ``MaybeEncodingError``."""
     if future.cancelled():
         return False, concurrent.futures.CancelledError()
     exc = future.exception()
     if exc is None:
         return True, future.result()
-    if isinstance(exc, ResultNotPickled):
+    if isinstance(exc, _NotPickled):  # a result or an exception the worker could not send
         wrapped = MaybeEncodingError.__new__(MaybeEncodingError)
         Exception.__init__(wrapped, exc.exc, exc.value)
         wrapped.exc, wrapped.value = exc.exc, exc.value  # the reprs, as the stdlib keeps them
