@@ -33,7 +33,7 @@ says so ("Difference:"):
   as in CPython, the ``UnpicklingError`` or ``SystemExit`` as ``__cause__``), not the executor.
   Only a ``SystemExit`` raised by unpickling a result in the caller's result thread breaks the
   executor, as in CPython.
-- The remote traceback is ``pressure.executor.worker._RemoteTraceback`` (same ``.tb`` text).
+- The remote traceback is ``pressure.executor._outcomes._RemoteTraceback`` (same ``.tb`` text).
 - A failing initializer is logged by the worker on logger ``pressure`` at ERROR
   (``concurrent.futures`` at CRITICAL in CPython); ``executor._broken`` is observed through
   ``submit`` raising ``BrokenExecutor``.
@@ -120,9 +120,10 @@ import psutil
 import pytest
 
 import pressure
-from pressure.executor.worker import _RemoteTraceback
+from pressure.executor._outcomes import _RemoteTraceback
 
 from . import futures_tasks as tasks
+from .cpython_support import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,13 +163,7 @@ def _pressure_threads() -> set[threading.Thread]:
 
 
 def _eventually(predicate: Callable[[], bool], timeout: float = SHORT_TIMEOUT) -> bool:
-    """Poll ``predicate`` (CPython's ``support.sleeping_retry``); whether it came true."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return eventually(predicate, timeout)
 
 
 @pytest.fixture

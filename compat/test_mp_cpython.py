@@ -94,6 +94,7 @@ import pressure
 from pressure import multiprocessing
 
 from . import mp_tasks as tasks
+from .cpython_support import TimingWrapper
 from .mp_tasks import DELTA, SHORT_TIMEOUT, close_queue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,21 +168,6 @@ def environment(url: str, prefix: str) -> dict[str, str]:
 
 def _keys(r: redis.Redis, prefix: str) -> list[bytes]:
     return sorted(r.scan_iter(match=f"{prefix}:*"))
-
-
-class TimingWrapper:
-    """CPython's ``TimingWrapper``: records the time the call took."""
-
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.func = func
-        self.elapsed: float | None = None
-
-    def __call__(self, *args: Any, **kwds: Any) -> Any:
-        t = time.monotonic()
-        try:
-            return self.func(*args, **kwds)
-        finally:
-            self.elapsed = time.monotonic() - t
 
 
 def queue_empty(q: Any) -> bool:

@@ -118,6 +118,7 @@ from pressure import multiprocessing as pressure_multiprocessing
 from pressure.pool._feeding import DEFAULT_BUFFERSIZE
 from pressure.testing import RedisServer
 
+from .cpython_support import TimingWrapper, eventually
 from .pool_tasks import (
     CountedObject,
     ErrorAtUnpickle,
@@ -207,21 +208,6 @@ def pool(redis_server: RedisServer) -> Iterator[Any]:
     p = _new_pool(redis_server.url, prefix, 4)
     yield p
     _end([weakref.ref(p)], redis_server.url, prefix)
-
-
-class TimingWrapper:
-    """CPython's ``TimingWrapper``: records the time the call took."""
-
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.func = func
-        self.elapsed: float | None = None
-
-    def __call__(self, *args: Any, **kwds: Any) -> Any:
-        t = time.monotonic()
-        try:
-            return self.func(*args, **kwds)
-        finally:
-            self.elapsed = time.monotonic() - t
 
 
 def worker_pids(p: Any) -> list[int | None]:
@@ -819,13 +805,7 @@ def test_killed_worker(make_pool: MakePool) -> None:
 
 
 def _eventually(predicate: Callable[[], bool], timeout: float = SHORT_TIMEOUT) -> bool:
-    """Poll ``predicate`` (CPython's ``support.sleeping_retry``); whether it came true."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return eventually(predicate, timeout)
 
 
 class CountingSource:
