@@ -43,12 +43,11 @@ except ImportError as exc:  # no joblib, or one older than 1.3
                f"pip install 'pressure-queue[joblib]' ({exc})", name=exc.name) from exc
 
 from ._validate import _seconds
-from .connection import Backend, ConnectionConfig
-from .executor import Executor, _task_dumps
-from .executor._contexts import pool_context
+from .connection import Backend
+from .executor import Executor, checked_arguments
 from .executor.admin import executor_workers_alive
 from .keys import ExecutorKeys, resolve_prefix
-from .signing import Authkey, refuse_unsigned_pickle, resolve_authkey
+from .signing import Authkey
 
 __all__ = ["PressureBackend"]
 
@@ -98,33 +97,18 @@ class PressureBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[m
         wait_for_workers_timeout: float = 10.0,
     ) -> None:
         super().__init__(nesting_level=nesting_level, inner_max_num_threads=inner_max_num_threads)
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"executor name must be a str or None, not {type(name).__name__}")
-        if name == "":
-            raise ValueError("executor name must not be empty")
         if local_workers not in (None, True, False):
             raise TypeError(f"local_workers must be True, False or None, not {local_workers!r}")
         if local_workers is False and name is None:  # no worker could ever join it
             raise ValueError("local_workers=False needs a name: workers on other hosts join an executor "
                              "by its name (python -m pressure worker NAME)")
         # the Executor's checks, here too: a bad argument fails in parallel_backend(...)
-        if prefix is not None and (not isinstance(prefix, str) or not prefix):
-            raise ValueError("prefix must be a non-empty string")
-        if initializer is not None and not callable(initializer):
-            raise TypeError("initializer must be a callable")
-        pool_context(mp_context, max_tasks_per_child)
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
-        _seconds("visibility_timeout", visibility_timeout)
-        keys = resolve_authkey(authkey)
-        _task_dumps(serializer)  # "pickle" or "cloudpickle" (installed)
+        _, _, _, _, self._config = checked_arguments(
+            name, url, connection, prefix, mp_context, initializer, max_attempts, visibility_timeout, authkey,
+            serializer, max_tasks_per_child, insecure_pickle)
         self._wait_for_workers = _seconds("wait_for_workers_timeout", wait_for_workers_timeout)
         self._name = name
         self._local_workers = local_workers
-        self._config = ConnectionConfig.resolve(url, connection)
-        if not keys:
-            refuse_unsigned_pickle(self._config, insecure_pickle, "an anonymous executor" if name is None
-                                   else f"executor {name!r}", data_only=False)
         self._connection = connection
         self._prefix = prefix
         #: the Executor's arguments but max_workers, for the Executor of each call

@@ -129,6 +129,37 @@ def _task_dumps(serializer: str) -> Callable[[Any], bytes]:
     raise TypeError(f"serializer must be 'pickle' or 'cloudpickle', not {type(serializer).__name__}")
 
 
+def checked_arguments(name: str | None, url: str | None,
+                      connection: redis.Redis | redis.cluster.RedisCluster | None, prefix: str | None,
+                      mp_context: Any, initializer: Callable[..., Any] | None, max_attempts: int,
+                      visibility_timeout: float, authkey: Authkey | None, serializer: str,
+                      max_tasks_per_child: int | None, insecure_pickle: bool,
+                      ) -> tuple[Any, float, tuple[bytes, ...], Callable[[Any], bytes], ConnectionConfig]:
+    """The checks of an Executor's arguments (but ``max_workers`` and ``max_pending``), made
+    before any round trip, by the Executor and by what makes one later (pressure.joblib):
+    the start context, the visibility timeout in seconds, the authkeys, the task pickler and
+    the connection's configuration."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"executor name must be a str or None, not {type(name).__name__}")
+    if name == "":
+        raise ValueError("executor name must not be empty")
+    if prefix is not None and (not isinstance(prefix, str) or not prefix):
+        raise ValueError("prefix must be a non-empty string")
+    if initializer is not None and not callable(initializer):
+        raise TypeError("initializer must be a callable")
+    mp_context = pool_context(mp_context, max_tasks_per_child)  # ProcessPoolExecutor's checks
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+    seconds = _seconds("visibility_timeout", visibility_timeout)
+    keys = resolve_authkey(authkey)
+    dumps = _task_dumps(serializer)
+    config = ConnectionConfig.resolve(url, connection)
+    if not keys:  # it unpickles results, its workers tasks: not from another host unsigned
+        refuse_unsigned_pickle(config, insecure_pickle, "an anonymous executor" if name is None
+                               else f"executor {name!r}", data_only=False)
+    return mp_context, seconds, keys, dumps, config
+
+
 class Executor(concurrent.futures.Executor):
     """An Executor whose tasks run in worker processes on any host.
 
@@ -169,12 +200,6 @@ class Executor(concurrent.futures.Executor):
         insecure_pickle: bool = False,
     ) -> None:
         # every argument is checked before the first round trip: a bad one creates nothing
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"executor name must be a str or None, not {type(name).__name__}")
-        if name == "":
-            raise ValueError("executor name must not be empty")
-        if prefix is not None and (not isinstance(prefix, str) or not prefix):
-            raise ValueError("prefix must be a non-empty string")
         if max_workers is None:
             max_workers = os.cpu_count() or 1
         else:
@@ -182,24 +207,15 @@ class Executor(concurrent.futures.Executor):
                 raise ValueError("max_workers must be greater than 0")
             # and the TypeError it raises for a float ('... cannot be interpreted as an integer')
             max_workers = int(operator.index(max_workers))
-        if initializer is not None and not callable(initializer):
-            raise TypeError("initializer must be a callable")
-        mp_context = pool_context(mp_context, max_tasks_per_child)  # ProcessPoolExecutor's checks
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be a positive integer, not {max_attempts!r}")
         if max_pending is not None:
             if isinstance(max_pending, bool) or not isinstance(max_pending, numbers.Integral):
                 raise TypeError(f"max_pending must be an integer or None, not {type(max_pending).__name__}")
             if max_pending > MAX_BOUND:
                 raise ValueError(f"max_pending must be at most {MAX_BOUND}, not {max_pending!r}")
             max_pending = int(max_pending)
-        visibility_timeout = _seconds("visibility_timeout", visibility_timeout)
-        keys = resolve_authkey(authkey)
-        dumps = _task_dumps(serializer)
-        config = ConnectionConfig.resolve(url, connection)
-        if not keys:  # it unpickles results, its workers tasks: not from another host unsigned
-            refuse_unsigned_pickle(config, insecure_pickle, "an anonymous executor" if name is None
-                                   else f"executor {name!r}", data_only=False)
+        mp_context, visibility_timeout, keys, dumps, config = checked_arguments(
+            name, url, connection, prefix, mp_context, initializer, max_attempts, visibility_timeout, authkey,
+            serializer, max_tasks_per_child, insecure_pickle)
         self._core = _Core(name, config, connection, prefix, max_workers, mp_context, initializer,
                            initargs, max_attempts, max_pending, visibility_timeout, local_workers, keys,
                            dumps, OUTAGE_LIMIT, max_tasks_per_child, bool(insecure_pickle))
