@@ -82,7 +82,7 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
                    "on a local 3-master Redis Cluster it starts, against 1 shard and raw redis-py on one node.")
 @click.option("--pool", is_flag=True,
               help="Run only the pool section: pressure.multiprocessing.Pool against multiprocessing.Pool, "
-                   "and loky and dask where installed (pip install 'pressure[bench]').")
+                   "and loky and dask where installed (pip install 'pressure-queue[bench]').")
 @_count(5_000, "No-op tasks per --pool map with chunksize 1 and per imap_unordered.", "--pool-tasks")
 @_count(100_000, "No-op tasks per --pool map with the default chunksize.", "--pool-map-tasks")
 @_count(20_000, "Items per --sharded measurement of single puts and gets (10 times more for batches).",

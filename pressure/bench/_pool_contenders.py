@@ -197,4 +197,4 @@ def missing(contender: type[Contender]) -> str | None:
     """Why ``contender`` cannot run here (its module is not installed), or None."""
     if contender.needs is None or importlib.util.find_spec(contender.needs) is not None:
         return None
-    return f"{contender.needs} is not installed (pip install 'pressure[bench]')"
+    return f"{contender.needs} is not installed (pip install 'pressure-queue[bench]')"
