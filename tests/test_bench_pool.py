@@ -84,7 +84,7 @@ def test_pool_ratios_and_goals_pass_exactly_at_their_thresholds() -> None:
 
 def test_a_pool_not_installed_is_skipped_with_a_line_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
     absent = type("AbsentPool", (LokyPool,), {"needs": "pressure_no_such_module"})
-    assert missing(absent) == "pressure_no_such_module is not installed (pip install 'pressure[bench]')"
+    assert missing(absent) == "pressure_no_such_module is not installed (pip install 'pressure-queue[bench]')"
     assert [missing(contender) for contender in CONTENDERS] == [None] * 4  # the test extra has all of them
     base = _result("stdlib", 0.010, {"map1": 1000.0, "map": 1000.0, "imap_unordered": 1000.0, "cpu": 10.0})
     skipped = bench_pool.PoolResult("loky", "loky.ProcessPoolExecutor", skipped=missing(absent))
