@@ -385,7 +385,7 @@ def test_a_worker_counts_the_workers_its_pool_starts_with_it_alive_until_a_beat_
         assert first.alive == 2  # only itself heard from: its sibling still counted
         second.beat(second.backend.client())
         first.beat(first.backend.client())
-        assert (first.alive, second.alive, first.siblings) == (2, 1, 1)  # both heard: the count from now on
+        assert (first.alive, second.alive, first.siblings) == (2, 2, 1)  # both heard: the count from now on
         r.hdel(ExecutorKeys.build(prefix, "siblings").workers, second.id)  # gone (or not heard for ALIVE_FOR)
         first.beat(first.backend.client())
         assert first.alive == 1
