@@ -244,9 +244,9 @@ class _Worker:
         now = seconds * 1000 + micros // 1000
         pipe = client.pipeline(transaction=False)
         pipe.hset(self.keys.workers, self.id, now)
-        pipe.hvals(self.keys.workers)
+        pipe.hgetall(self.keys.workers)  # not HVALS: the least ACL (security.md) has HGETALL
         _, beats = pipe.execute()
-        counted = sum(1 for ms in beats if now - int(ms) < ALIVE_FOR * 1000)
+        counted = sum(1 for ms in beats.values() if now - int(ms) < ALIVE_FOR * 1000)
         if counted >= self.siblings:
             self.siblings = 1  # all of them heard from: the count alone from now on
         self.alive = max(1, counted, self.siblings)
