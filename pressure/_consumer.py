@@ -236,10 +236,11 @@ class _Consumer(_ConsumerState[T]):
         mode they are acknowledged at once, as there."""
         return self.many_after((), n)[1]
 
-    def many_after(self, before: Sequence[Call], n: int) -> tuple[list[Any], list[Delivery[T]]]:
+    def many_after(self, before: Sequence[Call], n: int, share: int = 1) -> tuple[list[Any], list[Delivery[T]]]:
         """``many(n)``, the script calls ``before`` going ahead of it in the same round trip:
-        (their replies, an error reply as the exception; what ``many`` returns)."""
-        cid, replies, result = self.queued_after(before, "many", n)
+        (their replies, an error reply as the exception; what ``many`` returns). With
+        ``share`` k > 1, no more than ceil(queued / k) of the items queued now."""
+        cid, replies, result = self.queued_after(before, "many", n, share=share)
         if not result:
             return replies, []
         deliveries = self.deliveries(cid, result)
@@ -299,23 +300,26 @@ class _Consumer(_ConsumerState[T]):
         return cid, result
 
     def queued_after(self, before: Sequence[Call], mode: str, n: int,
-                     keep: bool = False) -> tuple[str, list[Any], list[bytes]]:
+                     keep: bool = False, share: int = 1) -> tuple[str, list[Any], list[bytes]]:
         """``queued``, the script calls ``before`` going ahead of it in the same round trip
         (``Backend.pipeline``), as one transaction (all or none of them run): (this consumer's
-        id, their replies, the get's reply)."""
+        id, their replies, the get's reply). ``share`` ('many'): see ``many_after``."""
         self.retry_cancels()
         cid = self.id()
         self.roles.sweep_if_due()  # as receive() does: a consumer of batches also recovers dead peers
         tail = [*self._tail(cid, mode, "k" if keep else "0"), n]
+        command = self.get_many_command
+        if share > 1 and mode == "many":
+            command = self.get_share_command
+            tail.append(share)
         replies: list[Any] = []
         try:
             if before:
-                *replies, result = self.backend.pipeline([*before, (self.get_many_command, tail)],
-                                                         atomic=len(before))
+                *replies, result = self.backend.pipeline([*before, (command, tail)], atomic=len(before))
                 if isinstance(result, redis.RedisError):
                     self.backend.raise_error(result, "script get", True)
             else:
-                result = self.backend.script(self.get_many_command, tail)
+                result = self.backend.script(command, tail)
         except BackendError:
             self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
             raise

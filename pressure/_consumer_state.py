@@ -54,6 +54,8 @@ class _ConsumerState(Generic[T]):
         self.missing = queue._missing
         self.get_command = queue._get_command
         self.get_many_command = queue._get_many_command
+        #: get.lua 'many' with a share (ARGV[8]): built once, for the consumers that use it
+        self.get_share_command = GET.command(self.keys, variant=self.variant, more=2)
         self.get_keys = queue._get_keys
         # its own state
         #: reliable mode: the deliveries of get()/get_many() not yet acknowledged, oldest

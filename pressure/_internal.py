@@ -104,22 +104,24 @@ class Internal(Generic[T]):
         what ``receive_many`` and ``receive`` return."""
         return self._queue._consumer.id()
 
-    def receive_many(self, n: int, *, track: bool = True) -> list[Delivery[T]]:
+    def receive_many(self, n: int, *, track: bool = True, share: int = 1) -> list[Delivery[T]]:
         """Up to ``n`` items (at most 1000) queued now, in one round trip (get.lua 'many'); []
         if there are none (or another consumer holds the role). Never waits. In reliable mode
         each stays in flight until settled; ``track=False`` leaves them out of the handle's
         task_done() line, for a reader that settles them all at once (``settle_all``, or a
-        script of its own). In the default mode they are acknowledged at once."""
+        script of its own). In the default mode they are acknowledged at once. ``share`` k:
+        no more than ceil(queued / k) of the items queued now (a consumer among k)."""
         consumer = self._queue._consumer
-        got = consumer.many(n)
+        got = consumer.many_after((), n, share)[1]
         if not track:
             consumer.unacked.clear()
         return got
 
-    def receive_many_after(self, before: Sequence[Call], n: int) -> tuple[list[Any], list[Delivery[T]]]:
-        """``receive_many(n)`` with the script calls ``before`` ahead of it, in the same round
-        trip: (their replies, an error reply as the exception; the deliveries)."""
-        return self._queue._consumer.many_after(before, n)
+    def receive_many_after(self, before: Sequence[Call], n: int,
+                           share: int = 1) -> tuple[list[Any], list[Delivery[T]]]:
+        """``receive_many(n, share=share)`` with the script calls ``before`` ahead of it, in the
+        same round trip: (their replies, an error reply as the exception; the deliveries)."""
+        return self._queue._consumer.many_after(before, n, share)
 
     def receive_ids(self, n: int) -> tuple[str, list[bytes], int]:
         """``receive_many(n, track=False)`` for a reader whose own script settles what it takes

@@ -337,3 +337,60 @@ def test_a_reply_is_never_sent_without_its_settlement(
         after.backend.disconnect()
     ex.shutdown(wait=True)
     assert r.hgetall(claims) == {}
+
+
+def test_a_worker_takes_no_more_than_its_share_of_the_short_tasks_queued_among_the_workers_alive(
+        make_executor: Callable[..., pressure.Executor], make_worker: Callable[[str], worker._Worker],
+        prefix: str, r: redis.Redis) -> None:
+    # a map's 8 chunks, short tasks: the first worker to ask must not take the 7 left while the
+    # other worker idles (ceil(queued / workers alive) at most, as their heartbeats count them)
+    ex = make_executor("share", local_workers=False)
+    futures = [ex.submit(tasks.square, i) for i in range(8)]
+    wait_for(lambda: queued(r, prefix, "share"), lambda n: n == 8)
+    first, second = make_worker("share"), make_worker("share")
+    assert first.alive == 1  # not counted yet: the heartbeat counts
+    first.beat(first.backend.client())
+    assert first.alive == 1  # the only one recorded alive
+    second.beat(second.backend.client())
+    first.beat(first.backend.client())
+    assert (first.alive, second.alive) == (2, 2)
+    first.fetch()
+    assert len(first.held) == 4  # ceil(8 / 2)
+    second.fetch()
+    assert len(second.held) == 2  # ceil(4 / 2)
+    first.fetch()  # a worker whose own held tasks wait takes its share of the rest too
+    assert len(first.held) == 5  # ceil(2 / 2) more
+    for w in (first, second, first):
+        while (step := w.claim_next()) is not None:
+            w.done.append((step[0], w.run(*step)))
+        w.finish()
+        with contextlib.suppress(pressure.Empty):
+            w.fetch()  # the last one
+    assert [f.result(timeout=SOON) for f in futures] == [i * i for i in range(8)]
+    r.hdel(ExecutorKeys.build(prefix, "share").workers, first.id, second.id)
+    ex.shutdown(wait=True)
+
+
+def test_a_worker_counts_the_workers_its_pool_starts_with_it_alive_until_a_beat_counts_them(
+        make_executor: Callable[..., pressure.Executor], url: str, prefix: str, r: redis.Redis) -> None:
+    # a pool's first map, right after it starts: its workers' first beats come after their first
+    # tasks, each counting only itself maybe; their share counts the siblings until all are heard
+    ex = make_executor("siblings", local_workers=False)
+    where = WorkerConfig("siblings", ConnectionConfig.resolve(url), prefix, 30.0)
+    first = worker._Worker(where, lambda: False, siblings=2)
+    second = worker._Worker(where, lambda: False)
+    try:
+        assert (first.alive, second.alive) == (2, 1)
+        first.beat(first.backend.client())
+        assert first.alive == 2  # only itself heard from: its sibling still counted
+        second.beat(second.backend.client())
+        first.beat(first.backend.client())
+        assert (first.alive, second.alive, first.siblings) == (2, 2, 1)  # both heard: the count from now on
+        r.hdel(ExecutorKeys.build(prefix, "siblings").workers, second.id)  # gone (or not heard for ALIVE_FOR)
+        first.beat(first.backend.client())
+        assert first.alive == 1
+    finally:
+        r.hdel(ExecutorKeys.build(prefix, "siblings").workers, first.id, second.id)
+        first.backend.disconnect()
+        second.backend.disconnect()
+    ex.shutdown(wait=True)

@@ -27,6 +27,28 @@ def test_receive_more_takes_what_is_queued_in_order_and_counts_it(make_queue: An
     assert_invariants(r, q)
 
 
+@pytest.mark.parametrize("reliable", [False, True])
+def test_receive_more_with_a_share_takes_no_more_than_that_share_of_what_is_queued(
+        make_queue: Any, r: redis.Redis, reliable: bool) -> None:
+    q = make_queue("share", reliable=reliable)
+    for i in range(10):
+        q.put(i)
+    link = internal(q)
+    takes = [link.receive_many(16, share=3), link.receive_many(2, share=2),  # no more than asked
+             link.receive_many(16, share=2), link.receive_many(16, share=1)]  # alone: all of it
+    assert [[d.item for d in got] for got in takes] == [[0, 1, 2, 3], [4, 5], [6, 7], [8, 9]]
+    q.put(10)
+    takes.append(link.receive_many(16, share=5))
+    assert [d.item for d in takes[-1]] == [10]  # at least one
+    assert link.receive_many(16, share=2) == []
+    if reliable:
+        for got in takes:
+            for d in got:
+                d.ack()
+    assert q.statistics().consumed_messages == 11
+    assert_invariants(r, q)
+
+
 @pytest.mark.parametrize(("cls", "expected"), [(pressure.LifoQueue, [4, 3]),
                                                (pressure.PriorityQueue, [0, 1])])
 def test_receive_more_follows_the_queue_order(url: str, prefix: str, cls: Any, expected: list[int]) -> None:

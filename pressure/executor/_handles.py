@@ -30,7 +30,8 @@ __all__ = ["PREFETCH", "WORKER_SCRIPTS", "Handles", "Prepared", "WorkerConfig"]
 #: get and claim, one for their replies and the next get): at most PREFETCH * SHORT_TASK
 #: (worker.py; 80 ms) of work held from idle workers; a cancel() of one held returns False, as
 #: for a task in ProcessPoolExecutor's call queue. 8 ran no-op tasks about 20% slower (the
-#: bench's ``--executor``).
+#: bench's ``--executor``). A take is also no more than ceil(queued / workers alive)
+#: (worker.py: ``_Worker.alive``).
 PREFETCH = 16
 
 

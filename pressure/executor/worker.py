@@ -134,13 +134,15 @@ class _Worker:
     Round trips are shared: tasks are taken up to ``prefetch`` at a time when that
     many are queued (and tasks are short) and claimed together (each counted as it
     starts, without a round trip of its own); their replies and settlements go out
-    with the get of the next batch. Tasks held behind one that runs longer than
+    with the get of the next batch; a take is no more than the worker's share of what is
+    queued among the workers alive (``alive``, counted by the heartbeat), so that a few
+    short tasks spread over idle workers. Tasks held behind one that runs longer than
     SHORT_TASK are given back at once, for idle workers; so are tasks held when the
     worker stops.
     """
 
     def __init__(self, where: WorkerConfig, stop: Callable[[], bool], backend: Backend | None = None, *,
-                 made: bool = False, handles: Handles | None = None) -> None:
+                 made: bool = False, handles: Handles | None = None, siblings: int = 1) -> None:
         self.where = where
         self.keys = ExecutorKeys.build(where.prefix, where.name)
         # one backend for every queue: replies and settlements share one round trip
@@ -170,6 +172,12 @@ class _Worker:
         self.started: float | None = None  # when the running task started
         self.ran = 0  # tasks started (what max_tasks_per_child counts)
         self.short = False  # whether the last task ran shorter than SHORT_TASK
+        #: how many workers of the executor are alive, this one included, as the last heartbeat
+        #: counted them: a take of short tasks is no more than this worker's share of those queued
+        self.alive = max(1, siblings)
+        #: the workers its pool starts with it, this one included: counted alive until a beat
+        #: counts as many (they start together, and a pool's first map must not go to the first)
+        self.siblings = siblings
         #: tasks run whose replies and settlements have not gone out yet (under ``lock``): short
         #: tasks' go out together; a task running longer than SHORT_TASK sends those before it
         self.done: list[tuple[Delivery[Task], bytes | None]] = []
@@ -219,8 +227,7 @@ class _Worker:
                 self.finish_batch(replies, forget=False)
                 if time.monotonic() - last_beat >= HEARTBEAT:
                     last_beat = time.monotonic()
-                    seconds, micros = client.time()
-                    client.hset(self.keys.workers, self.id, seconds * 1000 + micros // 1000)
+                    self.beat(client)
                     self.link.touch_all(self.consumer)  # the running task and those held
                     complaint.succeeded()
             except (redis.RedisError, PressureError) as exc:
@@ -229,6 +236,20 @@ class _Worker:
         with contextlib.suppress(redis.RedisError):
             client.hdel(self.keys.workers, self.id)
         client.close()
+
+    def beat(self, client: redis.Redis) -> None:
+        """Record this worker as alive (server time), and count the executor's workers alive
+        (``alive``), in one round trip after the clock's."""
+        seconds, micros = client.time()
+        now = seconds * 1000 + micros // 1000
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(self.keys.workers, self.id, now)
+        pipe.hgetall(self.keys.workers)  # not HVALS: the least ACL (security.md) has HGETALL
+        _, beats = pipe.execute()
+        counted = sum(1 for ms in beats.values() if now - int(ms) < ALIVE_FOR * 1000)
+        if counted >= self.siblings:
+            self.siblings = 1  # all of them heard from: the count alone from now on
+        self.alive = max(1, counted, self.siblings)
 
     def give_back(self, deliveries: list[Delivery[Task]]) -> None:
         """Return tasks received but not started to the queue, in order (the oldest ends up
@@ -254,7 +275,7 @@ class _Worker:
         if self.short and done:
             try:
                 calls, puts = self._reply_calls(done)
-                replies, got = self.link.receive_many_after(calls, self.batch())
+                replies, got = self.link.receive_many_after(calls, self.batch(), self.alive)
                 with self.lock:
                     self.held.extend(got)  # ours now, whatever the replies say
                 self._check_replies(puts, replies)
@@ -266,7 +287,7 @@ class _Worker:
         else:
             self.finish_batch(done)
             if self.short:
-                got = self.link.receive_many(self.batch())
+                got = self.link.receive_many(self.batch(), share=self.alive)
                 with self.lock:
                     self.held.extend(got)
         if not got:
@@ -279,7 +300,8 @@ class _Worker:
 
     def batch(self) -> int:
         """How many queued tasks to take at once while tasks are short: no more than it runs
-        before it retires."""
+        before it retires (and, get.lua sees to it, no more than its share of those queued
+        among the ``alive`` workers: a map's few chunks spread over idle workers)."""
         if self.where.max_tasks_per_child is None:
             return self.where.prefetch
         return max(1, min(self.where.prefetch, self.where.max_tasks_per_child - self.ran))
@@ -530,9 +552,11 @@ def run_worker(where: WorkerConfig, stop: Callable[[], bool],
 
 
 def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Callable[..., Any] | None,
-                initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None) -> int:
+                initargs: tuple[Any, ...], prepared: Prepared | None, handles: Handles | None,
+                siblings: int = 1) -> int:
     """run_worker, for a worker whose executor ``prepared`` its way (None: nothing is known),
-    with the handles its parent made for it (see WorkerPool.start), or new ones."""
+    with the handles its parent made for it (see WorkerPool.start), or new ones; one of the
+    ``siblings`` worker processes of its pool."""
     # the worker's connections, from the first round trip on
     backend = handles.backend if handles else Backend(where.config, loaded=prepared.scripts if prepared else ())
     initialized = initialize(where, initializer, initargs, stop, backend)
@@ -542,12 +566,12 @@ def _run_worker(where: WorkerConfig, stop: Callable[[], bool], initializer: Call
     if not initialized:
         backend.disconnect()
         return NOT_INITIALIZED
-    return _Worker(where, stop, backend, made=prepared is not None, handles=handles).loop()
+    return _Worker(where, stop, backend, made=prepared is not None, handles=handles, siblings=siblings).loop()
 
 
 def _process_main(where: WorkerConfig, stopping: Any, said: Any, verdict: Any,
                   initializer: Callable[..., Any] | None, initargs: tuple[Any, ...], prepared: Prepared | None,
-                  handles: Handles | None) -> None:
+                  handles: Handles | None, siblings: int = 1) -> None:
     """A worker process: SIGINT is the parent's to handle (it sets the shared byte
     ``stopping``, which is read without a lock). Its exit status (STOPPED, NOT_INITIALIZED,
     CRASHED, RETIRED or FAILED) also goes in the shared byte ``said`` as it ends: a process
@@ -558,7 +582,8 @@ def _process_main(where: WorkerConfig, stopping: Any, said: Any, verdict: Any,
     if not logging.getLogger().handlers:
         logging.basicConfig(format=LOG_FORMAT)
     try:
-        status = _run_worker(where, lambda: stopping.value != 0, initializer, initargs, prepared, handles)
+        status = _run_worker(where, lambda: stopping.value != 0, initializer, initargs, prepared, handles,
+                             siblings)
     except Exception as exc:
         if permanent(exc):
             say(verdict, exc)  # its pool says it (once), and does not replace it
@@ -640,7 +665,7 @@ class WorkerPool:
         verdict = self.context.RawArray("c", MESSAGE_SIZE)
         proc = self.context.Process(target=_process_main, name="pressure-worker",
                                     args=(self.where, self.stopping, said, verdict, self.initializer,
-                                          self.initargs, self._prepared, self._for_child))
+                                          self.initargs, self._prepared, self._for_child, self.processes))
         proc.start()
         self._said[proc] = said
         self._verdicts[proc] = verdict

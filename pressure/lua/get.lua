@@ -97,7 +97,9 @@
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
 -- ARGV[7..] - ('cancel') delivery numbers the client has received and not acknowledged;
 --             ('many', 'batch') how many items at most; ('log') how many at most, then
---             the group
+--             the group; ('many') optionally then a share k >= 1: of the items queued now,
+--             at most ceil(queued / k) (a worker of an executor with k workers alive takes
+--             no more than its share: pressure/executor/worker.py)
 -- return
 --   'nowait': the entry ({the entry, items still queued} with 'n'), or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty), -8 (closed
@@ -345,6 +347,15 @@ if mode == 'log' and len > 0 then
   if not log_tail then return redis.error_reply('PRESSURE bad log ' .. log) end
 end
 local taken, states = nil, nil
+-- How many of the `queued` items a 'many' or 'batch' takes: ARGV[7] at most (and 1000: unpack's
+-- limit is 8000 values), and with a share ARGV[8] ('many') no more than ceil(queued / share).
+local function wanted(queued)
+  local n = tonumber(ARGV[7]) or 1
+  if mode == 'many' and ARGV[8] then
+    n = math.min(n, math.ceil(queued / math.max(1, tonumber(ARGV[8]) or 1)))
+  end
+  return math.max(1, math.min(n, queued, 1000))
+end
 if len > 0 and has_state then
   -- (the functions of a branch are made in it: a closure costs every call that makes it)
   local utube = ext .. 'utube'
@@ -397,7 +408,7 @@ if len > 0 and has_state then
   end
 
   local want = 1
-  if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
+  if mode ~= 'nowait' then want = wanted(len) end
   taken, states = take_live(want, now_ms())
   local left = items_len(items_key)
   -- none queued now: what states are left are those of copies a spec client took (as above)
@@ -409,7 +420,7 @@ end
 if len > 0 then
   local want = 1
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
-  if mode ~= 'nowait' then want = math.max(1, math.min(tonumber(ARGV[7]) or 1, len, 1000)) end
+  if mode ~= 'nowait' then want = wanted(len) end
   local now = now_ms_text()
   local items, in_held = nil, false
   if taken then
