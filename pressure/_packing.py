@@ -14,7 +14,7 @@ import importlib.resources
 import re
 from collections.abc import Sequence
 
-__all__ = ["Call", "PackedScript", "pack_command"]
+__all__ = ["Call", "PackedScript", "pack_command", "pack_moves"]
 
 
 @functools.cache
@@ -147,6 +147,27 @@ class PackedScript:
                 small = [b"\r\n"]
         chunks.append(b"".join(small))
         return chunks
+
+
+def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[bytes], int]:
+    """The commands behind a native put's script in its MULTI (lua/put.lua ARGV[3] 'm'):
+    ``LSET gate 0 <first>``, for more ``LPUSHX gate <the rest>``, ``RENAME gate base``; as
+    chunks to send one after the other (a large payload is a chunk of its own, never copied),
+    and how many commands they are."""
+    chunks: list[bytes] = []
+    small = [b"*4\r\n$4\r\nLSET\r\n", _bulk_name(gate), b"$1\r\n0\r\n"]
+    for i, payload in enumerate(payloads):
+        if i == 1:
+            small += (b"*%d\r\n$6\r\nLPUSHX\r\n" % (len(payloads) + 1), _bulk_name(gate))
+        if len(payload) < _LARGE:
+            small.append(b"$%d\r\n%b\r\n" % (len(payload), payload))
+        else:
+            small.append(b"$%d\r\n" % len(payload))
+            chunks += (b"".join(small), payload)
+            small = [b"\r\n"]
+    small.append(pack_command("RENAME", gate, base))
+    chunks.append(b"".join(small))
+    return chunks, 3 if len(payloads) > 1 else 2
 
 
 #: A script call: a packed script and the keys and arguments after its fixed ones

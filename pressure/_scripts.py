@@ -222,6 +222,9 @@ class PutStatus(IntEnum):
     NO_QUEUE = -4
     #: a negative timeout on a bounded queue (queue.Queue raises ValueError)
     NEGATIVE = -7
+    #: (a native put: ARGV[3] 'm') the bound leaves room for some of the batch, not all, or the
+    #: ACL refuses RENAME: none moved (sent again as arguments)
+    NOT_ALL = -10
 
 
 PUT = QueueScript(

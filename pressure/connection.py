@@ -29,6 +29,7 @@ from ._packing import _bulk_name as _bulk_name
 from ._packing import _script_sha as _script_sha
 from ._packing import _script_source as _script_source
 from ._packing import pack_command as pack_command
+from ._packing import pack_moves as pack_moves
 from .durability import Durability
 
 _MULTI = pack_command("MULTI")
@@ -134,6 +135,62 @@ class Backend(Wire):
                 what, lambda: self._call_durable(self.thread_connection(), command.name, data, what, durability))
         return self._until_served(
             what, lambda: self._call_script(self.thread_connection(), command.name, data, what, mutating))
+
+    #: whether the server runs MULTI/EXEC for this user (``transactions``); None: not asked yet
+    _transactions: bool | None = None
+
+    def transactions(self) -> bool:
+        """Whether the server runs MULTI/EXEC for this user, asked once per backend (one round
+        trip: MULTI and an empty EXEC). Where MULTI is refused (an ACL without it, a proxy), the
+        commands sent behind it would run one by one: ``script_moving`` must not be used."""
+        if self._transactions is None:
+            def probe() -> bool:
+                conn = self.thread_connection()
+                self._send(conn, [_MULTI + _EXEC], "MULTI")
+                began = self._read(conn, "MULTI", False)
+                if refused_for_now(began) or _dropped_with(began):
+                    raise _RetryLater(began)
+                self._read(conn, "EXEC", False)
+                return not isinstance(began, redis.RedisError)
+
+            self._transactions = self._until_served("MULTI", probe)
+        return self._transactions
+
+    def script_moving(self, command: PackedScript, tail: Sequence[bytes | str | int], moves: list[bytes],
+                      count: int, *, durability: Durability | None = None) -> Any:
+        """Run a packed script and, behind it in one MULTI/EXEC, ``count`` plain commands sent as
+        the chunks ``moves`` (``pack_moves``: a native put's, lua/put.lua ARGV[3] 'm'), in one
+        round trip on this thread's connection (only where ``transactions()``). Returns the
+        script's reply, or raises its error; the commands' replies are not looked at (they fail, harmlessly, where the script
+        refused or never ran). The script is loaded in the same round trip where it is not
+        known to be loaded; a transaction whose script answered NOSCRIPT (nothing moved) is sent
+        again once it is loaded. With ``durability``, a WAIT goes behind the EXEC (NotReplicated
+        as ``script`` raises it)."""
+        what = f"script {command.name}"
+        data = [_MULTI + command.pack(tail) + moves[0], *moves[1:]]
+        data[-1] += _EXEC if durability is None else _EXEC + pack_command(
+            "WAIT", durability.replicas, durability.timeout_ms)
+
+        def attempt() -> list[Any]:
+            conn = self.thread_connection()
+            loads = [] if command.name in self._loaded else [command.name]
+            for _ in range(2):
+                self._send(conn, [b"".join(map(_load_command, loads)) + data[0], *data[1:]], what)
+                replies = self._transaction_replies(conn, what, loads, 1 + count, int(durability is not None))
+                if not isinstance(replies[0], redis.exceptions.NoScriptError):
+                    break
+                # a restarted or flushed server, or a load refused: nothing moved. Loaded on its
+                # own (raising why it cannot be), then sent again.
+                self._loaded.discard(command.name)
+                self._load_on(conn, command.name)
+                loads = []
+            self._check(replies[0], what, True)  # refused for now: sent again (nothing moved)
+            return replies
+
+        replies = self._until_served(what, attempt)
+        if durability is not None:
+            self.check_replicated(what, replies[-1], durability)
+        return replies[0]
 
     def _call_durable(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
                       what: str, durability: Durability) -> Any:
@@ -260,10 +317,10 @@ class Backend(Wire):
         executed = self._read(conn, what, True)
         if isinstance(executed, list) and len(executed) == atomic:
             replies: list[Any] = list(executed)
-        else:  # refused at queueing (EXECABORT) or not run: every call answers that error
-            error = executed if isinstance(executed, redis.RedisError) else next(
-                (r for r in head[len(loads):] if isinstance(r, redis.RedisError)),
-                redis.ResponseError(f"EXEC answered {executed!r}"))
+        else:  # refused at queueing (EXECABORT) or not run: every call answers why
+            error = next((r for r in head[len(loads):] if isinstance(r, redis.RedisError)),
+                         executed if isinstance(executed, redis.RedisError)
+                         else redis.ResponseError(f"EXEC answered {executed!r}"))
             replies = [error] * atomic
         for _ in range(rest):
             if replies and _dropped_with(replies[-1]):

@@ -116,6 +116,9 @@ class QueueKeys:
     inbox_prefix: str
     inflight_prefix: str
     held_prefix: str
+    #: the items list's name for the length of one transaction: a put whose payloads move
+    #: natively (lua/put.lua ARGV[3] 'm'); never left behind, so not among ``extension_keys``
+    gate: str
 
     @classmethod
     def build(cls, prefix: str, name: str, kind: str = "fifo") -> QueueKeys:
@@ -158,6 +161,7 @@ class QueueKeys:
             inbox_prefix=f"{ext}:inbox:",
             inflight_prefix=f"{ext}:inflight:",
             held_prefix=f"{ext}:held:",
+            gate=f"{ext}:gate",
         )
 
     def protocol_keys(self) -> tuple[str, ...]:

@@ -321,13 +321,11 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         wait = _timeout_value(timeout) if block else None
         negative = block and wait is not None and wait < 0
         self._consumer.retry_cancels()
-        result = self._backend.script(self._put_command,
-                                      self._producer.args(payload, self._order_key(item), negative, "0", delay_ms, meta),
-                                      durability=self._options.durability)
+        orders = self._order_keys([item])
+        result = self._producer.send([payload], 1, orders, negative, "0", delay_ms, meta)
         if result >= 0:
             return
-        self._producer.put_pending([payload], self._order_keys([item]), negative, block, wait, result,
-                                  delay_ms, meta)
+        self._producer.put_pending([payload], orders, negative, block, wait, result, delay_ms, meta)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,
                  delay: float | None = None, ttl: float | None = None, ttr: float | None = None,

@@ -45,6 +45,12 @@ def run(url: str, prefix: str) -> None:
         q.maxsize = 5
         q.close()
         q.delete()
+    # payloads of 4 KiB or more move natively: MULTI, put.lua, LSET, LPUSHX, RENAME, EXEC
+    b: pressure.Queue[bytes] = pressure.Queue("acl-native", 4, serializer="bytes", **kw)
+    b.put(b"n" * 5000)
+    b.put_many([b"m" * 5000, b"o" * 5000])
+    b.get_many(3)
+    b.delete()
     r: pressure.Queue[str] = pressure.Queue("acl-reliable", 4, reliable=True, visibility_timeout=1.0, **kw)
     r.put_many(["x", "y", "z"])
     d = r.receive()

@@ -73,7 +73,7 @@ def test_the_documented_rule_runs_everything(server: RedisServer, prefix: str) -
 
 
 @pytest.mark.parametrize("command", ["evalsha", "blmove", "brpop", "script|load", "lpush", "xadd",
-                                     "xread", "zadd", "time", "ping"])
+                                     "xread", "zadd", "time", "ping", "lset", "lpushx"])
 def test_each_command_of_the_rule_is_needed(server: RedisServer, prefix: str, command: str) -> None:
     """Without it, a call fails with PermissionDenied, or (a command whose refusal pressure
     absorbs, as the PING behind posted commands) the server's ACL LOG shows it refused."""

@@ -42,7 +42,13 @@ def test_one_round_trip_per_batch(make_queue: Any, monkeypatch: pytest.MonkeyPat
         calls.append(command.name)
         return original(command, tail, **kw)
 
+    def counting_moving(command: Any, tail: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(command.name)
+        return original_moving(command, tail, *args, **kw)
+
+    original_moving = q._backend.script_moving
     monkeypatch.setattr(q._backend, "script", counting)
+    monkeypatch.setattr(q._backend, "script_moving", counting_moving)  # a batch of 4 KiB or more
     q.put_many(range(500))
     assert calls == ["put"]
     assert q.get_many(500) == list(range(500))

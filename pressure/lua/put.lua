@@ -25,8 +25,20 @@
 --              one in the list '<:pressure:utube>:<key>', their states in
 --              '<:pressure:utube>_meta:<key>'; lib.lua utube_done)
 -- ARGV[1] - client identifier
--- ARGV[2] - payload
--- ARGV[3] - '1' if the caller asked to block with a negative timeout
+-- ARGV[2] - payload; with ARGV[3] 'm' or 'M', '<count>:<bytes>' instead (see below)
+-- ARGV[3] - '1' if the caller asked to block with a negative timeout, else '0'; 'M' and 'm'
+--           say the same and that the payloads move natively: the caller sends this script in a
+--           MULTI followed by 'LSET <gate> 0 <first payload>', for a batch 'LPUSHX <gate> <the
+--           rest, in order>', and 'RENAME <gate> <base>', then EXEC (<gate> is
+--           <base>:pressure:gate). The script decides and accounts (ARGV[2] gives how many payloads
+--           and their bytes); when they go in, it renames the items list to <gate> and puts one
+--           placeholder at its head, which the LSET replaces: the payloads' bytes never enter Lua.
+--           When it refuses, <gate> does not exist, and the LSET and the RENAME fail while the
+--           LPUSHX does nothing: nothing is pushed. A script that never ran (NOSCRIPT) leaves the
+--           same. FIFO items only, with no delay or state (ARGV[6..8] ''), all or none: -10 when
+--           the bound leaves room for some of a batch but not all (nothing changed but the due
+--           delayed items let in: the caller sends them as arguments); -10 too where the
+--           server refuses the script RENAME (an ACL user without it)
 -- ARGV[4] - '1' if the caller took a :not_full element while waiting (it is
 --           given back when another client holds the producer role)
 -- ARGV[5] - inbox key prefix (:pressure:inbox:); the waiter's inbox is this
@@ -48,6 +60,7 @@
 --   -3 the queue is closed
 --   -4 the queue does not exist
 --   -7 negative timeout on a bounded queue (queue.Queue raises ValueError)
+--   -10 (ARGV[3] 'm'/'M') not all of the batch fits, or RENAME is refused: nothing pushed
 -- With ARGV[9..], success is {the length, how many of the items went in (>= 1)};
 -- the negative codes are returned as they are (then none went in).
 local items_key = KEYS[1]
@@ -55,6 +68,13 @@ local client_id, payload, negative_timeout = ARGV[1], ARGV[2], ARGV[3]
 local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
 local meta_arg = ARGV[8]
+local native = negative_timeout == 'm' or negative_timeout == 'M'
+if native then
+  if negative_timeout == 'M' then negative_timeout = '1' end
+  if ITEMS_TYPE ~= 'list' or order_key ~= '' or delay ~= 0 or meta_arg ~= '' or #ARGV > 8 then
+    return redis.error_reply('PRESSURE native puts are FIFO items with no delay or state')
+  end
+end
 local bound_key, producer_free = items_key .. ':bound', items_key .. ':producer_free'
 local producer, closed, not_full = items_key .. ':producer', items_key .. ':closed', items_key .. ':not_full'
 local produced_messages = items_key .. ':stats:produced_messages'
@@ -153,6 +173,29 @@ if delay > 0 then
   waiting = waiting + put
   redis.call('INCRBY', produced_messages, put)
   redis.call('INCRBY', produced_bytes, bytes)
+elseif native then
+  -- the payloads move by the commands behind this script (see ARGV[3]): here, the decision
+  -- and the accounting; the items list is <gate> until the RENAME behind them
+  local count, bytes = string.match(payload, '^(%d+):(%d+)$')
+  count, bytes = tonumber(count), tonumber(bytes)
+  if not count or count < 1 then
+    return redis.error_reply('PRESSURE bad native put ' .. payload)
+  end
+  if bound > 0 and len + waiting + count > bound then return -10 end
+  local gate = ext .. 'gate'
+  if len > 0 then
+    -- a user the ACL refuses RENAME gets the arguments' way: -10, nothing changed
+    local renamed = redis.pcall('RENAME', items_key, gate)
+    if type(renamed) == 'table' and renamed.err then return -10 end
+  else
+    redis.call('DEL', gate)  -- (never left behind by pressure: whatever another client made)
+  end
+  redis.call('LPUSH', gate, '')
+  redis.call('INCRBY', produced_messages, count)
+  redis.call('INCRBY', produced_bytes, bytes)
+  len = len + count
+  put = count
+  more = count - 1
 elseif utube_key then
   -- each item is its key's current one (into the queue) or waits behind it
   local room = more
