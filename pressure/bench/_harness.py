@@ -5,6 +5,7 @@
   process to a consumer process, spawned behind a common start barrier; ``run_phase`` and
   ``timed_phase`` run it and return a ``PhaseResult`` (msgs/s, p50/p99 latency);
 * the server: ``redis_url`` picks ``--url``, ``REDIS_URL`` or a private redis-server;
+  ``server_cpu_seconds`` reads its main thread's CPU time (``INFO cpu``);
 * the report: machine facts, aligned tables, number formats, PASS/MISS goal lines, progress
   lines on stderr.
 
@@ -51,6 +52,7 @@ __all__ = [
     "Phase",
     "PhaseResult",
     "Put",
+    "ServerCpu",
     "SideResult",
     "Transport",
     "best_round",
@@ -67,6 +69,8 @@ __all__ = [
     "rounds_note",
     "run_phase",
     "safe_url",
+    "server_cpu_seconds",
+    "size_text",
     "timed_phase",
     "unique_name",
     "usable_cpus",
@@ -146,13 +150,16 @@ class BenchConfig:
 
 @dataclass(frozen=True)
 class Phase:
-    """One measurement: ``count`` messages of ``size`` bytes, paced at ``rate`` if set."""
+    """One measurement: ``count`` messages of ``size`` bytes, paced at ``rate`` if set; with
+    ``server_url``, the consumer also reads that server's CPU time (``server_cpu_seconds``)
+    just before the start barrier, once the warm-up is through, and after its last get."""
 
     name: str
     count: int
     size: int
     rate: float | None = None
     warmup: int = WARMUP
+    server_url: str | None = None
 
     @property
     def time_limit(self) -> float:
@@ -166,6 +173,8 @@ class SideResult:
 
     elapsed_ns: int = 0
     latencies_ns: list[int] | None = None
+    #: The server's CPU seconds over the timed part (Phase.server_url), the consumer's.
+    server_cpu_s: float | None = None
     error: str | None = None
 
 
@@ -177,6 +186,8 @@ class PhaseResult:
     p50_us: float | None = None
     p99_us: float | None = None
     achieved_rate: float | None = None
+    #: The server's CPU time per message, in µs (Phase.server_url).
+    server_cpu_us: float | None = None
     error: str | None = None
 
 
@@ -208,6 +219,34 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def cleanup(self) -> None:
         """Remove everything ``setup`` created (parent)."""
+
+
+def server_cpu_seconds(client: redis.Redis) -> float:
+    """The CPU time (user + system, s) the server's main thread, which runs the commands, has
+    used: ``INFO cpu`` ``used_cpu_*_main_thread``, or the whole process's ``used_cpu_*``
+    where the server has no per-thread figures (before Redis 7)."""
+    cpu = client.info("cpu")
+    if "used_cpu_user_main_thread" in cpu:
+        return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+class ServerCpu:
+    """A connection of its own for reading ``server_cpu_seconds``, opened on entering (so
+    opening it is not in what it reads) and closed on leaving."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+
+    def __enter__(self) -> ServerCpu:
+        self.client.ping()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    def seconds(self) -> float:
+        return server_cpu_seconds(self.client)
 
 
 def unique_name(kind: str) -> str:
@@ -252,9 +291,17 @@ def _check_size(item: bytes, size: int) -> None:
 
 
 def _consume(get: Get, phase: Phase, barrier: Barrier) -> SideResult:
+    if phase.server_url is None:
+        return _consume_phase(get, phase, barrier, None)
+    with ServerCpu(phase.server_url) as cpu:
+        return _consume_phase(get, phase, barrier, cpu)
+
+
+def _consume_phase(get: Get, phase: Phase, barrier: Barrier, cpu: ServerCpu | None) -> SideResult:
     now, unpack = time.monotonic_ns, STAMP.unpack_from
     for _ in range(phase.warmup):
         _check_size(get(), phase.size)
+    cpu0 = cpu.seconds() if cpu else 0.0
     barrier.wait(BARRIER_TIMEOUT)
     start = now()
     if phase.rate:
@@ -263,13 +310,15 @@ def _consume(get: Get, phase: Phase, barrier: Barrier) -> SideResult:
             item = get()
             latencies[i] = now() - unpack(item)[0]
             _check_size(item, phase.size)
-        return SideResult(elapsed_ns=now() - start, latencies_ns=latencies)
+        return SideResult(elapsed_ns=now() - start, latencies_ns=latencies,
+                          server_cpu_s=cpu.seconds() - cpu0 if cpu else None)
     item = b""
     for _ in range(phase.count):
         item = get()
     elapsed = now() - start
+    cpu1 = cpu.seconds() if cpu else 0.0
     _check_size(item, phase.size)
-    return SideResult(elapsed_ns=elapsed)
+    return SideResult(elapsed_ns=elapsed, server_cpu_s=cpu1 - cpu0 if cpu else None)
 
 
 def _child_main(role: str, transport: Transport, phase: Phase, barrier: Barrier,
@@ -364,6 +413,8 @@ def _percentile(ordered: Sequence[int], pct: float) -> int:
 
 def _summarize(phase: Phase, producer: SideResult, consumer: SideResult) -> PhaseResult:
     result = PhaseResult(msgs_per_s=phase.count / max(consumer.elapsed_ns, 1) * 1e9)
+    if consumer.server_cpu_s is not None:
+        result.server_cpu_us = consumer.server_cpu_s * 1e6 / phase.count
     if consumer.latencies_ns:
         ordered = sorted(consumer.latencies_ns)
         result.p50_us = _percentile(ordered, 50) / 1000.0
@@ -503,6 +554,15 @@ def print_machine(url: str, how: str) -> None:
     print(f"pressure bench on {safe_url(url)} ({how})")
     for name, value in machine_facts(url):
         print(f"  {name}: {value}")
+
+
+def size_text(size: int) -> str:
+    """A payload size for a table: ``100 B``, ``10 KB``, ``1 MB`` (decimal units; other sizes
+    in bytes)."""
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:
