@@ -43,6 +43,7 @@ __all__ = [
     "BARRIER_TIMEOUT",
     "GET_TIMEOUT",
     "KEY_PREFIX",
+    "PRIVATE",
     "STAMP",
     "START_METHOD",
     "START_ROUNDS",
@@ -71,6 +72,7 @@ __all__ = [
     "safe_url",
     "server_cpu_seconds",
     "size_text",
+    "spawn_context",
     "timed_phase",
     "unique_name",
     "usable_cpus",
@@ -87,6 +89,8 @@ BARRIER_TIMEOUT = 60.0
 #: The payload header: the producer's time.monotonic_ns().
 STAMP = struct.Struct("<Q")
 KEY_PREFIX = "pressure-bench"
+#: How ``redis_url`` says it started a server of the run's own.
+PRIVATE = "private redis-server"
 
 Put = Callable[[bytes], object]
 Get = Callable[[], bytes]
@@ -121,8 +125,8 @@ class BenchConfig:
     start_rounds: int = START_ROUNDS
     cpu_tasks: int = 40
     cpu_mb: int = 256
-    #: The batch section: batch sizes, payload sizes, messages per 100-B cell (fewer for
-    #: bigger payloads) and the items queued for the memory figure.
+    #: The batch section: batch sizes, payload sizes (the payload section's too), messages
+    #: per 100-B cell (fewer for bigger payloads) and the items queued for the memory figure.
     batch_sizes: tuple[int, ...] = (1, 10, 100, 500)
     payload_sizes: tuple[int, ...] = (100, 10_000, 1_000_000)
     batch_messages: int = 20_000
@@ -139,6 +143,9 @@ class BenchConfig:
     server_cost: bool = False
     server_cost_count: int = 20_000
     server_cost_instructions: bool = False
+    #: The payload section: whether it runs, and its rounds (it reports their median).
+    payloads: bool = False
+    payload_repeat: int = 3
     #: Round-trip time (s) a proxy adds in front of Redis for the queue and batch sections.
     rtt: float = 0.0
     #: The pool section: no-op tasks per map with chunksize 1 and per imap_unordered, and
@@ -247,6 +254,14 @@ class ServerCpu:
 
     def seconds(self) -> float:
         return server_cpu_seconds(self.client)
+
+
+def spawn_context() -> SpawnContext:
+    """The multiprocessing context every section's children are started with (START_METHOD)."""
+    ctx = multiprocessing.get_context(START_METHOD)
+    if not isinstance(ctx, SpawnContext):
+        raise TypeError(f"expected a spawn context, got {ctx!r}")
+    return ctx
 
 
 def unique_name(kind: str) -> str:
@@ -510,7 +525,7 @@ def redis_url(url: str | None) -> Iterator[tuple[str, str]]:
     with RedisServer() as server:
         print(f"started a private redis-server ({server.binary}) on {server.url}; "
               f"it is stopped at the end", flush=True)
-        yield server.url, "private redis-server"
+        yield server.url, PRIVATE
 
 
 # -- the report -------------------------------------------------------------------

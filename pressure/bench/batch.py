@@ -28,7 +28,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
-import multiprocessing
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ import redis
 from ..queue import Queue
 from ._harness import (BARRIER_TIMEOUT, GET_TIMEOUT, START_METHOD, BenchConfig, Phase, PhaseResult, ServerCpu,
                        best_round, fmt, print_lines, progress, ratio, render_table, rounds_note, size_text,
-                       timed_phase, unique_name)
+                       spawn_context, timed_phase, unique_name)
 from .queues import PressureTransport, RawRedisTransport
 
 __all__ = [
@@ -516,9 +515,7 @@ class BatchReport:
 
 def run_batches(url: str, config: BenchConfig) -> BatchReport:
     """``repeat`` rounds of every cell, then single items, then memory."""
-    ctx = multiprocessing.get_context(START_METHOD)
-    if not isinstance(ctx, SpawnContext):
-        raise TypeError(f"expected a spawn context, got {ctx!r}")
+    ctx = spawn_context()
     cells: dict[tuple[str, int, Cell], BatchResult] = {}
     for n in range(config.repeat):
         progress(f" batch round {n + 1} of {config.repeat}")
