@@ -1,9 +1,11 @@
-"""The benchmark's parts that need no benchmark run: the queue section's "spec literal"
-transport (the runs themselves are in test_examples.py)."""
+"""The benchmark's parts: the queue section's "spec literal" transport, the server-cost
+paths, and a small run of the payload section (the other sections' runs are in
+test_examples.py)."""
 
 from __future__ import annotations
 
 import multiprocessing
+import re
 from collections.abc import Iterator
 from multiprocessing.context import SpawnContext
 from typing import Any
@@ -185,3 +187,83 @@ def test_server_cost_instructions_counts_a_private_server_under_callgrind(
     out = capsys.readouterr().out
     assert "Redis server instructions per message (100 messages per path" in out
     assert out.count("x |") >= len(server_cost.PATHS)
+
+
+# -- the payload section ------------------------------------------------------------
+
+_RATIO = re.compile(r"(\d+\.\d\d)x")
+
+
+def test_bench_payload_prints_every_line_its_ratios_and_goals(
+        url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
+    """--payload runs only the payload section: a row per payload size in which every ratio
+    to raw (speed and server CPU, single items and both batch sizes) is a positive number,
+    every line's median and range, the goals each met or not met; no key left behind."""
+    from pressure.bench import _cli
+
+    before = set(r.keys("*pressure-bench*"))
+    assert _cli.run(["--url", url, "--payload", "--payload-sizes", "100,20000", "--count", "600",
+                     "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert set(r.keys("*pressure-bench*")) == before
+    assert "error" not in out and "executor" not in out and "spec literal" not in out
+    table, rest = out.split("payload | msgs | raw msgs/s (MB/s) | raw CPU µs/msg |")[1].split("every line:")
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]]
+            for line in table.splitlines()[1:] if "|" in line and "--+--" not in line}
+    assert list(rows) == ["100 B", "20 KB"]
+    for size, (count, raw, raw_cpu, *pairs, mp) in rows.items():
+        assert count == "600" and re.fullmatch(r"[\d,]+ \([\d.]+\)", raw) and float(raw_cpu) > 0, size
+        assert len(pairs) == 5 and float(mp.replace(",", "")) > 0, size
+        for pair in pairs:  # default, bounded, reliable, batch 100, batch 500: speed / CPU
+            ratios = [float(x) for x in _RATIO.findall(pair)]
+            assert len(ratios) == 2 and all(x > 0 for x in ratios), (size, pair)
+    spread, goals = rest.split("goals (payload sizes, from the medians):")
+    lines = [line for line in spread.splitlines() if " | " in line][1:]
+    assert len(lines) == 2 * 9  # raw, 3 modes, 2 x (raw batch, batch), mp
+    assert all(float(x) > 0 for line in lines for x in _RATIO.findall(line))
+    verdicts = [line for line in goals.strip().splitlines()]
+    assert len(verdicts) == 2 + 3 + 2 + 4, verdicts  # (a), (b), (c), (d)
+    for line in verdicts:
+        assert re.search(r" (\d+\.\d\d)x  (met|not met) \(.+\)$", line), line
+        assert float(_RATIO.findall(line)[0]) > 0, line
+
+
+def test_payload_counts_options_and_goal_thresholds() -> None:
+    """Each line moves --count messages at 100 B, 64 MiB at bigger sizes but never fewer than
+    256; a batch size runs where the line's messages hold one. --payload runs alone, the
+    default run includes it, and its rounds default to 3. A goal is met exactly at its bar."""
+    from pressure import bench
+    from pressure.bench import payload
+
+    assert [payload.messages(s, 20_000) for s in (100, 10_000, 1_000_000)] == [20_000, 6_710, 256]
+    assert payload.messages(1_000_000, 100) == 100
+    only = bench.config_from_args(bench.parse_args(["--payload", "--payload-sizes", "100,1000000"]))
+    assert (only.queues, only.executors, only.batches, only.payloads) == (False, False, False, True)
+    assert only.payload_sizes == (100, 1_000_000) and only.payload_repeat == 3 and only.repeat == 1
+    default = bench.config_from_args(bench.parse_args([]))
+    assert (default.queues, default.executors, default.payloads) == (True, True, True)
+    assert bench.config_from_args(bench.parse_args(["--repeat", "2"])).payload_repeat == 2
+    for alone in ("--executor", "--no-executor", "--batch", "--server-cost", "--pool"):
+        assert bench.config_from_args(bench.parse_args([alone])).payloads is False, alone
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--payload", "--batch"])
+
+    report = payload.PayloadReport((100, 10_000), count=1_000, maxsize=100, repeat=1)
+    assert report.batches(100) == (100, 500)
+    for size, raw_cpu in ((100, 10.0), (10_000, 20.0)):
+        report.line("raw", size).add(1000.0, raw_cpu, None)
+        report.line("raw x100", size).add(1000.0, 1.0, None)
+        report.line("raw x500", size).add(1000.0, 1.0, None)
+        for mode, speed in (("default", 900.0), ("bounded", 800.0), ("reliable", 899.0)):
+            report.line(mode, size).add(speed, raw_cpu + (10.0 if size == 100 else 12.0), None)
+        report.line("batch x100", size).add(900.0, 2.0, None)
+        report.line("batch x500", size).add(None, None, "TimeoutError: ...")
+    goals = payload.format_payload_goals(report)
+    verdict = {line.split("  ")[1].strip(): line.rsplit("x  ", 1)[-1].split(" (")[0] for line in goals[1:]}
+    assert verdict["(a) 10 KB default speed >= 0.9x raw"] == "met"
+    assert verdict["(a) 10 KB reliable speed >= 0.9x raw"] == "not met"
+    assert verdict["(b) 10 KB default extra CPU <= 1.2x 100 B's"] == "met"  # 12 µs over raw against 10
+    assert verdict["(c) 100 B bounded speed >= 0.8x raw"] == "met"
+    assert verdict["(d) 10 KB put_many/get_many 100 >= 0.9x raw"] == "met"
+    failed = [line for line in goals if "put_many/get_many 500" in line]
+    assert len(failed) == 2 and all(line.endswith("n/a  not met (no result; - vs 1,000 msgs/s)") for line in failed)

@@ -44,18 +44,20 @@ def test_demo_processes_every_job_once_and_cleans_up(url: str, r: redis.Redis) -
 def test_bench_prints_every_transport_and_the_goals(url: str, r: redis.Redis) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pressure", "bench", "--url", url, "--count", "300",
-         "--latency-count", "50", "--rate", "500", *_TINY_EXECUTOR],
+         "--latency-count", "50", "--rate", "500", *_TINY_EXECUTOR, "--payload-sizes", "100,20000",
+         "--repeat", "1"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     for row in ("pressure.Queue maxsize=0", "pressure.Queue maxsize=100", "redis-py LPUSH/BRPOP (raw)",
                 "multiprocessing.Queue", "spec literal", "pressure.Queue reliable=True",
                 "AsyncQueue reliable=True", "redis.asyncio LPUSH/BRPOP",  # and by default the executors too:
-                "concurrent.futures.ProcessPoolExecutor", "pressure.Executor"):
+                "concurrent.futures.ProcessPoolExecutor", "pressure.Executor",
+                "put_many/get_many 100"):  # and the payload section
         assert row in out.stdout
-    assert "error" not in out.stdout  # in neither table
+    assert "error" not in out.stdout  # in no table
     assert ">= 0.8x raw redis-py" in out.stdout
-    assert "goals (executor):" in out.stdout
+    assert "goals (executor):" in out.stdout and "goals (payload sizes, from the medians):" in out.stdout
     assert r.keys("*pressure-bench*") == []  # every key it made is gone
 
 

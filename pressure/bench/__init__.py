@@ -1,9 +1,10 @@
 """``python -m pressure bench``: pressure.Queue and pressure.Executor against their baselines.
 
-Queues and executors by default, on one machine and one Redis server:
-``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--batch``
-only the batches, ``--spark`` only the Spark data source, ``--server-cost`` only the Redis
-CPU per message, ``--sharded`` only the sharded queues (on a cluster of its own).
+Queues, executors and payload sizes by default, on one machine and one Redis server:
+``--no-executor`` runs only the queues, ``--executor`` only the executors, ``--payload``
+only the payload sizes, ``--batch`` only the batches, ``--spark`` only the Spark data
+source, ``--server-cost`` only the Redis CPU per message, ``--sharded`` only the sharded
+queues (on a cluster of its own), ``--pool`` only the pools.
 
 **Queues.** For each transport the benchmark starts one producer process and one consumer
 process (multiprocessing, start method ``spawn``) and moves the same raw-bytes
@@ -41,6 +42,14 @@ the transport being measured.
 
 **Executors** (``pressure.bench.executor``): ``pressure.Executor`` against
 ``concurrent.futures.ProcessPoolExecutor``, no-op tasks/s and CPU-bound wall time.
+
+**Payload sizes** (``pressure.bench.payload``, in the default run, or alone with
+``--payload``): for each of ``--payload-sizes``, one producer and one consumer process move
+up to ``--count`` items (at most 64 MiB, at least 256 items) through raw redis-py
+LPUSH/BRPOP, ``pressure.Queue`` unbounded, bounded and reliable, raw LPUSH/RPOP batches of
+100 and 500 against ``put_many``/``get_many``, and ``multiprocessing.Queue``; msgs/s, MB/s
+and the Redis main thread's CPU per message, the median and range of ``--repeat`` (3)
+rounds, the ratios to raw, and the goals.
 
 **Batches** (``pressure.bench.batch``, opt-in with ``--batch``, which runs only it: it takes
 about a minute per round): ``put_many``/``get_many`` against raw redis-py batches and
@@ -94,11 +103,14 @@ __all__ = ["BenchConfig", "PhaseResult", "config_from_args", "main", "parse_args
 #              it imports no section
 #   queues     the queue section: the eight transports, their table and goals
 #   batch      --batch: put_many/get_many cells, single items (queues' transports), memory
+#   payload    --payload (and the default run): queues' and batch's transports per payload size,
+#              with the server's CPU per message
 #   executor   --executor: pressure.Executor against ProcessPoolExecutor
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks
 #   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
 #   _callgrind  --server-cost-instructions: a private redis-server under callgrind
 #   sharded    --sharded: ShardedQueue on a local 3-master cluster, 1..N shards, against raw
 #   __main__   python -m pressure.bench
-# Sections import _harness (and batch imports queues), never the package nor _cli nor each
-# other's private names; _cli imports queues and loads the other sections when they run.
+# Sections import _harness (batch imports queues, payload queues and batch), never the package
+# nor _cli nor each other's private names; _cli imports queues and loads the other sections
+# when they run.

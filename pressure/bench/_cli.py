@@ -19,13 +19,14 @@ import redis
 from ..cli._params import ParamType, Positive
 from ..sharded import MAX_SHARDS
 from ..testing import ServerUnavailable
-from ._harness import START_ROUNDS, STAMP, BenchConfig, print_machine, progress, redis_url, safe_url, usable_cpus
+from ._harness import (PRIVATE, START_ROUNDS, STAMP, BenchConfig, print_machine, progress, redis_url, safe_url,
+                       usable_cpus)
 from .queues import print_report, run_all
 
 __all__ = ["bench_command", "config_from_args", "main", "parse_args", "run"]
 
 #: The options that each run one section alone: at most one of them.
-_SECTIONS = ("executor", "no_executor", "batch", "spark", "server_cost", "sharded", "pool")
+_SECTIONS = ("executor", "no_executor", "batch", "payload", "spark", "server_cost", "sharded", "pool")
 
 class _Sizes(ParamType):
     """A comma-separated list of integers from ``least`` to ``most``."""
@@ -59,18 +60,24 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
 @click.option("--url", default=None, metavar="URL",
               help="The Redis server (default: pressure's --url, else REDIS_URL if that server answers, else a "
                    "private redis-server started for the run).")
-@_count(20_000, "Messages in the throughput phase.", "--count")
+@_count(20_000, "Messages in the throughput phase, and per line of the payload section at 100 bytes "
+        "(fewer for bigger payloads).", "--count")
 @click.option("--size", type=click.IntRange(min=STAMP.size), default=100, show_default=True, metavar="BYTES",
               help=f"Payload size in bytes, at least {STAMP.size}.")
-@_count(100, "The bound of the bounded pressure.Queue.", "--maxsize")
+@_count(100, "The bound of the bounded pressure.Queue (queue and payload sections).", "--maxsize")
 @_count(2_000, "Messages in the latency phase.", "--latency-count")
 @click.option("--rate", type=Positive(), default=2_000.0, show_default=True,
               help="Messages per second in the latency phase.")
-@_count(1, "Throughput and executor rounds, taking turns; the best one counts.", "--repeat")
+@_count(None, "Rounds, taking turns: each section's best one counts, the payload section reports their "
+        "median and range (default: 1; 3 for the payload section).", "--repeat")
 @click.option("--executor", is_flag=True, help="Run only the executor section.")
 @click.option("--no-executor", is_flag=True, help="Run only the queue section.")
 @click.option("--batch", is_flag=True,
               help="Run only the batch section (put_many and get_many; about a minute per --repeat round).")
+@click.option("--payload", is_flag=True,
+              help="Run only the payload section (also in the default run): what a payload of each "
+                   "--payload-sizes costs through pressure.Queue (default, bounded, reliable, put_many/get_many) "
+                   "against raw redis-py LPUSH/BRPOP, in msgs/s, MB/s and Redis CPU per message.")
 @click.option("--spark", is_flag=True,
               help="Run only the Spark section: the pressure data source against raw redis-py from Spark "
                    "tasks (needs pyspark and Java).")
@@ -106,7 +113,7 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
 @click.option("--batch-sizes", type=_Sizes(), default="1,10,100,500", show_default=True,
               help="The batch sizes of the batch section, comma-separated.")
 @click.option("--payload-sizes", type=_Sizes(least=STAMP.size), default="100,10000,1000000", show_default=True,
-              help=f"The payload sizes of the batch section in bytes, comma-separated, each at least "
+              help=f"The payload sizes of the batch and payload sections in bytes, comma-separated, each at least "
                    f"{STAMP.size}; bigger payloads move fewer messages.")
 @_count(20_000, "Messages per batch-section measurement at 100 bytes.", "--batch-messages")
 @_count(200_000, "100-byte items queued for the batch section's memory figure.", "--memory-items")
@@ -129,10 +136,12 @@ def bench_command(ctx: click.Context, /, **options: Any) -> None:
 
     By default, on this machine and one Redis server: the queues (pressure.Queue,
     bounded, reliable and asyncio) against raw redis-py LPUSH/BRPOP, multiprocessing.Queue
-    and the protocol's command sequence sent literally; and pressure.Executor against
+    and the protocol's command sequence sent literally; pressure.Executor against
     concurrent.futures.ProcessPoolExecutor (cold start, shutdown, no-op tasks per second,
-    CPU-bound tasks). Each of --no-executor, --executor, --batch, --server-cost, --sharded,
-    --spark and --pool runs one section alone.
+    CPU-bound tasks); and payload sizes (each of --payload-sizes through pressure.Queue and
+    its batches against raw redis-py: msgs/s, MB/s, Redis CPU per message). Each of
+    --no-executor, --executor, --payload, --batch, --server-cost, --sharded, --spark and
+    --pool runs one section alone.
 
     Nothing is flushed: every queue and executor it makes has a name of its own, and its
     keys are deleted afterwards. It exits 0 whether or not the goals are met (it is a
@@ -168,11 +177,14 @@ def config_from_args(args: Any) -> BenchConfig:
     """The BenchConfig of the parsed options (``bench_command``'s, as attributes)."""
     if args.server_cost_instructions:
         args.server_cost = True  # the flag is a way of running that section
+    alone = any(getattr(args, name) for name in _SECTIONS)
     return BenchConfig(url=args.url, count=args.count, size=args.size, maxsize=args.maxsize,
-                       latency_count=args.latency_count, rate=args.rate, repeat=args.repeat,
-                       queues=not (args.executor or args.batch or args.spark or args.server_cost or args.pool),
+                       latency_count=args.latency_count, rate=args.rate, repeat=args.repeat or 1,
+                       queues=not (args.executor or args.batch or args.spark or args.server_cost or args.pool
+                                   or args.payload),
                        executors=not (args.no_executor or args.batch or args.spark or args.server_cost
-                                      or args.pool),
+                                      or args.pool or args.payload),
+                       payloads=args.payload or not alone, payload_repeat=args.repeat or 3,
                        batches=args.batch and not args.no_batch,
                        workers=args.workers, executor_tasks=args.executor_tasks,
                        start_rounds=args.start_rounds,
@@ -217,6 +229,12 @@ def main(args: Any) -> int:
                 executor_results = bench_executor.run_executors(direct, config)
                 reports.append(functools.partial(bench_executor.print_executor_report,
                                                  executor_results, config))
+            if config.payloads:
+                from . import payload as bench_payload
+
+                progress(f"benchmarking payload sizes on {safe_url(url)} ...")
+                payload_report = bench_payload.run_payloads(url, config, shared=how != PRIVATE)
+                reports.append(functools.partial(bench_payload.print_payload_report, payload_report, config))
             if config.batches:
                 from . import batch as bench_batch
 
@@ -259,7 +277,7 @@ def _sharded(args: Any) -> int:
 
     try:
         cells = sharded.run_sharded(args.sharded_count, args.size, args.sharded_procs,
-                                    args.sharded_shards, args.sharded_batch, args.repeat)
+                                    args.sharded_shards, args.sharded_batch, args.repeat or 1)
     except (ConnectionError, ServerUnavailable, redis.RedisError, OSError) as exc:
         print(f"pressure bench: {exc}", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@
   process to a consumer process, spawned behind a common start barrier; ``run_phase`` and
   ``timed_phase`` run it and return a ``PhaseResult`` (msgs/s, p50/p99 latency);
 * the server: ``redis_url`` picks ``--url``, ``REDIS_URL`` or a private redis-server;
+  ``server_cpu_seconds`` reads its main thread's CPU time (``INFO cpu``);
 * the report: machine facts, aligned tables, number formats, PASS/MISS goal lines, progress
   lines on stderr.
 
@@ -42,6 +43,7 @@ __all__ = [
     "BARRIER_TIMEOUT",
     "GET_TIMEOUT",
     "KEY_PREFIX",
+    "PRIVATE",
     "STAMP",
     "START_METHOD",
     "START_ROUNDS",
@@ -51,6 +53,7 @@ __all__ = [
     "Phase",
     "PhaseResult",
     "Put",
+    "ServerCpu",
     "SideResult",
     "Transport",
     "best_round",
@@ -67,6 +70,9 @@ __all__ = [
     "rounds_note",
     "run_phase",
     "safe_url",
+    "server_cpu_seconds",
+    "size_text",
+    "spawn_context",
     "timed_phase",
     "unique_name",
     "usable_cpus",
@@ -83,6 +89,8 @@ BARRIER_TIMEOUT = 60.0
 #: The payload header: the producer's time.monotonic_ns().
 STAMP = struct.Struct("<Q")
 KEY_PREFIX = "pressure-bench"
+#: How ``redis_url`` says it started a server of the run's own.
+PRIVATE = "private redis-server"
 
 Put = Callable[[bytes], object]
 Get = Callable[[], bytes]
@@ -117,8 +125,8 @@ class BenchConfig:
     start_rounds: int = START_ROUNDS
     cpu_tasks: int = 40
     cpu_mb: int = 256
-    #: The batch section: batch sizes, payload sizes, messages per 100-B cell (fewer for
-    #: bigger payloads) and the items queued for the memory figure.
+    #: The batch section: batch sizes, payload sizes (the payload section's too), messages
+    #: per 100-B cell (fewer for bigger payloads) and the items queued for the memory figure.
     batch_sizes: tuple[int, ...] = (1, 10, 100, 500)
     payload_sizes: tuple[int, ...] = (100, 10_000, 1_000_000)
     batch_messages: int = 20_000
@@ -135,6 +143,9 @@ class BenchConfig:
     server_cost: bool = False
     server_cost_count: int = 20_000
     server_cost_instructions: bool = False
+    #: The payload section: whether it runs, and its rounds (it reports their median).
+    payloads: bool = False
+    payload_repeat: int = 3
     #: Round-trip time (s) a proxy adds in front of Redis for the queue and batch sections.
     rtt: float = 0.0
     #: The pool section: no-op tasks per map with chunksize 1 and per imap_unordered, and
@@ -146,13 +157,16 @@ class BenchConfig:
 
 @dataclass(frozen=True)
 class Phase:
-    """One measurement: ``count`` messages of ``size`` bytes, paced at ``rate`` if set."""
+    """One measurement: ``count`` messages of ``size`` bytes, paced at ``rate`` if set; with
+    ``server_url``, the consumer also reads that server's CPU time (``server_cpu_seconds``)
+    just before the start barrier, once the warm-up is through, and after its last get."""
 
     name: str
     count: int
     size: int
     rate: float | None = None
     warmup: int = WARMUP
+    server_url: str | None = None
 
     @property
     def time_limit(self) -> float:
@@ -166,6 +180,8 @@ class SideResult:
 
     elapsed_ns: int = 0
     latencies_ns: list[int] | None = None
+    #: The server's CPU seconds over the timed part (Phase.server_url), the consumer's.
+    server_cpu_s: float | None = None
     error: str | None = None
 
 
@@ -177,6 +193,8 @@ class PhaseResult:
     p50_us: float | None = None
     p99_us: float | None = None
     achieved_rate: float | None = None
+    #: The server's CPU time per message, in µs (Phase.server_url).
+    server_cpu_us: float | None = None
     error: str | None = None
 
 
@@ -208,6 +226,42 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def cleanup(self) -> None:
         """Remove everything ``setup`` created (parent)."""
+
+
+def server_cpu_seconds(client: redis.Redis) -> float:
+    """The CPU time (user + system, s) the server's main thread, which runs the commands, has
+    used: ``INFO cpu`` ``used_cpu_*_main_thread``, or the whole process's ``used_cpu_*``
+    where the server has no per-thread figures (before Redis 7)."""
+    cpu = client.info("cpu")
+    if "used_cpu_user_main_thread" in cpu:
+        return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+class ServerCpu:
+    """A connection of its own for reading ``server_cpu_seconds``, opened on entering (so
+    opening it is not in what it reads) and closed on leaving."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+
+    def __enter__(self) -> ServerCpu:
+        self.client.ping()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    def seconds(self) -> float:
+        return server_cpu_seconds(self.client)
+
+
+def spawn_context() -> SpawnContext:
+    """The multiprocessing context every section's children are started with (START_METHOD)."""
+    ctx = multiprocessing.get_context(START_METHOD)
+    if not isinstance(ctx, SpawnContext):
+        raise TypeError(f"expected a spawn context, got {ctx!r}")
+    return ctx
 
 
 def unique_name(kind: str) -> str:
@@ -252,9 +306,17 @@ def _check_size(item: bytes, size: int) -> None:
 
 
 def _consume(get: Get, phase: Phase, barrier: Barrier) -> SideResult:
+    if phase.server_url is None:
+        return _consume_phase(get, phase, barrier, None)
+    with ServerCpu(phase.server_url) as cpu:
+        return _consume_phase(get, phase, barrier, cpu)
+
+
+def _consume_phase(get: Get, phase: Phase, barrier: Barrier, cpu: ServerCpu | None) -> SideResult:
     now, unpack = time.monotonic_ns, STAMP.unpack_from
     for _ in range(phase.warmup):
         _check_size(get(), phase.size)
+    cpu0 = cpu.seconds() if cpu else 0.0
     barrier.wait(BARRIER_TIMEOUT)
     start = now()
     if phase.rate:
@@ -263,13 +325,15 @@ def _consume(get: Get, phase: Phase, barrier: Barrier) -> SideResult:
             item = get()
             latencies[i] = now() - unpack(item)[0]
             _check_size(item, phase.size)
-        return SideResult(elapsed_ns=now() - start, latencies_ns=latencies)
+        return SideResult(elapsed_ns=now() - start, latencies_ns=latencies,
+                          server_cpu_s=cpu.seconds() - cpu0 if cpu else None)
     item = b""
     for _ in range(phase.count):
         item = get()
     elapsed = now() - start
+    cpu1 = cpu.seconds() if cpu else 0.0
     _check_size(item, phase.size)
-    return SideResult(elapsed_ns=elapsed)
+    return SideResult(elapsed_ns=elapsed, server_cpu_s=cpu1 - cpu0 if cpu else None)
 
 
 def _child_main(role: str, transport: Transport, phase: Phase, barrier: Barrier,
@@ -364,6 +428,8 @@ def _percentile(ordered: Sequence[int], pct: float) -> int:
 
 def _summarize(phase: Phase, producer: SideResult, consumer: SideResult) -> PhaseResult:
     result = PhaseResult(msgs_per_s=phase.count / max(consumer.elapsed_ns, 1) * 1e9)
+    if consumer.server_cpu_s is not None:
+        result.server_cpu_us = consumer.server_cpu_s * 1e6 / phase.count
     if consumer.latencies_ns:
         ordered = sorted(consumer.latencies_ns)
         result.p50_us = _percentile(ordered, 50) / 1000.0
@@ -459,7 +525,7 @@ def redis_url(url: str | None) -> Iterator[tuple[str, str]]:
     with RedisServer() as server:
         print(f"started a private redis-server ({server.binary}) on {server.url}; "
               f"it is stopped at the end", flush=True)
-        yield server.url, "private redis-server"
+        yield server.url, PRIVATE
 
 
 # -- the report -------------------------------------------------------------------
@@ -503,6 +569,15 @@ def print_machine(url: str, how: str) -> None:
     print(f"pressure bench on {safe_url(url)} ({how})")
     for name, value in machine_facts(url):
         print(f"  {name}: {value}")
+
+
+def size_text(size: int) -> str:
+    """A payload size for a table: ``100 B``, ``10 KB``, ``1 MB`` (decimal units; other sizes
+    in bytes)."""
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
-import multiprocessing
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -41,18 +40,22 @@ from typing import Any, cast
 import redis
 
 from ..queue import Queue
-from ._harness import (BARRIER_TIMEOUT, GET_TIMEOUT, START_METHOD, BenchConfig, Phase, PhaseResult,
-                       best_round, fmt, print_lines, progress, ratio, render_table, rounds_note, timed_phase,
-                       unique_name)
+from ._harness import (BARRIER_TIMEOUT, GET_TIMEOUT, START_METHOD, BenchConfig, Phase, PhaseResult, ServerCpu,
+                       best_round, fmt, print_lines, progress, ratio, render_table, rounds_note, size_text,
+                       spawn_context, timed_phase, unique_name)
 from .queues import PressureTransport, RawRedisTransport
 
 __all__ = [
     "BatchResult",
     "BatchTransport",
     "Cell",
+    "CellRun",
     "MemoryResult",
+    "PressureBatch",
+    "RawBatch",
     "SingleResult",
     "BatchReport",
+    "WARM_CELL",
     "fill",
     "format_batch_goals",
     "format_batch_table",
@@ -60,6 +63,8 @@ __all__ = [
     "measure_memory",
     "print_batch_report",
     "run_batches",
+    "run_cells",
+    "run_warm_cells",
     "used_memory",
 ]
 
@@ -85,6 +90,10 @@ class Cell:
     payload: int
     batch: int
     count: int
+
+
+#: The cell run first in every set of processes, its figures dropped (``run_warm_cells``).
+WARM_CELL = Cell(payload=100, batch=10, count=200)
 
 
 def make_cells(config: BenchConfig, batch_sizes: Sequence[int] | None = None) -> list[Cell]:
@@ -253,23 +262,33 @@ def _consume_cell(get: GetBatch, cell: Cell, share: int) -> None:
                          f"expected {share} of {cell.payload}")
 
 
+#: One cell as a child saw it: start and end (monotonic ns), and with a server to watch, the
+#: server's CPU seconds just before the cell's barrier and after the child's last get
+#: (consumers only; None where not read).
+Span = tuple[int, int, float | None, float | None]
+
+
 def _batch_child(role: str, transport: BatchTransport, cells: Sequence[Cell], processes: int,
-                 barrier: Barrier, conn: Connection) -> None:
-    """One producer or consumer: every cell behind the barrier; report (start, end) of each."""
-    spans: list[tuple[int, int]] = []
+                 barrier: Barrier, conn: Connection, server_url: str | None = None) -> None:
+    """One producer or consumer: every cell behind the barrier; report the Span of each."""
+    spans: list[Span] = []
     error: str | None = None
     try:
-        put = transport.open_put() if role == "producer" else None
-        get = transport.open_get() if role == "consumer" else None
-        for cell in cells:
-            share = cell.count // processes
-            barrier.wait(BARRIER_TIMEOUT)
-            start = time.monotonic_ns()
-            if put is not None:
-                _produce_cell(put, cell, share)
-            else:
-                _consume_cell(cast(GetBatch, get), cell, share)
-            spans.append((start, time.monotonic_ns()))
+        with contextlib.ExitStack() as stack:
+            put = transport.open_put() if role == "producer" else None
+            get = transport.open_get() if role == "consumer" else None
+            cpu = stack.enter_context(ServerCpu(server_url)) if server_url and get is not None else None
+            for cell in cells:
+                share = cell.count // processes
+                cpu0 = cpu.seconds() if cpu else None
+                barrier.wait(BARRIER_TIMEOUT)
+                start = time.monotonic_ns()
+                if put is not None:
+                    _produce_cell(put, cell, share)
+                else:
+                    _consume_cell(cast(GetBatch, get), cell, share)
+                end = time.monotonic_ns()
+                spans.append((start, end, cpu0, cpu.seconds() if cpu else None))
     except BaseException:  # reported to the parent, which shows it
         error = f"{role}: {traceback.format_exc()}"
         with contextlib.suppress(Exception):
@@ -317,10 +336,22 @@ def _gather(procs: list[tuple[str, Any, Connection]], limit: float) -> list[Any]
     return reports
 
 
+@dataclass(frozen=True)
+class CellRun:
+    """One cell measured once: its rate and, where the server was watched, the server's CPU
+    time per message (µs)."""
+
+    msgs_per_s: float
+    server_cpu_us: float | None = None
+
+
 def run_cells(ctx: SpawnContext, transport: BatchTransport, cells: Sequence[Cell],
-              processes: int) -> list[float | str]:
-    """Run every cell in ``processes`` producers and as many consumers; per cell, its rate
-    or an error message."""
+              processes: int, server_url: str | None = None) -> list[CellRun | str]:
+    """Run every cell in ``processes`` producers and as many consumers; per cell, its
+    CellRun or an error message. With ``server_url``, the consumers read that server's CPU
+    time around each cell: from the last of them to reach the cell's barrier (every get of
+    the cell before is through then, and no put of this one has started) to the last of
+    them to finish."""
     transport.setup(ctx)
     barrier = ctx.Barrier(2 * processes)
     procs: list[tuple[str, Any, Connection]] = []
@@ -329,7 +360,7 @@ def run_cells(ctx: SpawnContext, transport: BatchTransport, cells: Sequence[Cell
             for n in range(processes):
                 receiver, sender = ctx.Pipe(duplex=False)
                 process = ctx.Process(target=_batch_child, name=f"bench-batch-{transport.key}-{role}{n}",
-                                      args=(role, transport, cells, processes, barrier, sender),
+                                      args=(role, transport, cells, processes, barrier, sender, server_url),
                                       daemon=True)
                 process.start()
                 sender.close()
@@ -346,34 +377,40 @@ def run_cells(ctx: SpawnContext, transport: BatchTransport, cells: Sequence[Cell
             conn.close()
         transport.cleanup()
     errors = [error for _, error in reports if error]
-    outcome: list[float | str] = []
+    outcome: list[CellRun | str] = []
     for i, cell in enumerate(cells):
-        spans = [s[i] for s, _ in reports if len(s) > i]
+        spans: list[Span] = [s[i] for s, _ in reports if len(s) > i]
         if len(spans) < len(reports):
             outcome.append(errors[0] if errors else "no result")
             continue
         moved = cell.count // processes * processes
-        elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-        outcome.append(moved / max(elapsed, 1) * 1e9)
+        elapsed = max(span[1] for span in spans) - min(span[0] for span in spans)
+        before = [span[2] for span in spans if span[2] is not None]
+        after = [span[3] for span in spans if span[3] is not None]
+        cpu_us = (max(after) - max(before)) * 1e6 / moved if before and after else None
+        outcome.append(CellRun(moved / max(elapsed, 1) * 1e9, cpu_us))
     return outcome
+
+
+def run_warm_cells(ctx: SpawnContext, transport: BatchTransport, cells: Sequence[Cell],
+                   processes: int, server_url: str | None = None) -> list[CellRun | str]:
+    """``run_cells`` after a warm-up cell (which opens the connections and loads the scripts),
+    whose figures are dropped."""
+    return run_cells(ctx, transport, [WARM_CELL, *cells], processes, server_url)[1:]
 
 
 def _transports(url: str) -> list[Callable[[], BatchTransport]]:
     return [lambda: PressureBatch(url), lambda: RawBatch(url), MultiprocessingOneByOne]
 
 
-def _warm_cell() -> Cell:
-    return Cell(payload=100, batch=10, count=200)
-
-
 def _keep_best(results: dict[tuple[str, int, Cell], BatchResult], key: str, processes: int,
-               cells: Sequence[Cell], outcome: Sequence[float | str]) -> None:
+               cells: Sequence[Cell], outcome: Sequence[CellRun | str]) -> None:
     for cell, value in zip(cells, outcome, strict=True):
         result = results.setdefault((key, processes, cell), BatchResult(key, processes, cell))
         if isinstance(value, str):
             result.error = result.error or value
         else:
-            result.msgs_per_s = max(value, result.msgs_per_s or 0.0)
+            result.msgs_per_s = max(value.msgs_per_s, result.msgs_per_s or 0.0)
 
 
 def _batch_round(ctx: SpawnContext, url: str, config: BenchConfig,
@@ -384,7 +421,7 @@ def _batch_round(ctx: SpawnContext, url: str, config: BenchConfig,
             transport = factory()
             cells = make_cells(config, None if transport.batched else (1,))
             began = time.monotonic()
-            outcome = run_cells(ctx, transport, [_warm_cell(), *cells], processes)[1:]
+            outcome = run_warm_cells(ctx, transport, cells, processes)
             _keep_best(results, transport.key, processes, cells, outcome)
             failed = sum(isinstance(v, str) for v in outcome)
             progress(f"  {transport.label:<34} {processes}x{processes} {len(cells)} cells"
@@ -478,9 +515,7 @@ class BatchReport:
 
 def run_batches(url: str, config: BenchConfig) -> BatchReport:
     """``repeat`` rounds of every cell, then single items, then memory."""
-    ctx = multiprocessing.get_context(START_METHOD)
-    if not isinstance(ctx, SpawnContext):
-        raise TypeError(f"expected a spawn context, got {ctx!r}")
+    ctx = spawn_context()
     cells: dict[tuple[str, int, Cell], BatchResult] = {}
     for n in range(config.repeat):
         progress(f" batch round {n + 1} of {config.repeat}")
@@ -519,17 +554,10 @@ def format_batch_table(report: BatchReport) -> list[str]:
                   key=lambda pc: (pc[0], pc[1].payload, pc[1].batch))
     for processes, cell in keys:
         ours, raw, mp = (_rate(report, k, processes, cell) for k in ("pressure", "raw", "mp"))
-        rows.append((f"{processes}x{processes}", _bytes(cell.payload), str(cell.batch),
+        rows.append((f"{processes}x{processes}", size_text(cell.payload), str(cell.batch),
                      *_cell_text(ours), *_cell_text(raw), fmt(ratio(_msgs(ours), _msgs(raw)), 2, "x"),
                      _cell_text(mp)[0], fmt(ratio(_msgs(ours), _msgs(mp)), 2, "x")))
     return render_table(rows)
-
-
-def _bytes(size: int) -> str:
-    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def format_singles(report: BatchReport) -> list[str]:
@@ -569,9 +597,9 @@ def _worst_vs_raw(report: BatchReport) -> tuple[float | None, str]:
             continue
         vs_raw = ratio(ours.msgs_per_s, _msgs(_rate(report, "raw", processes, cell)))
         if vs_raw is None:
-            return None, f"{processes}x{processes} {_bytes(cell.payload)} x{cell.batch} failed"
+            return None, f"{processes}x{processes} {size_text(cell.payload)} x{cell.batch} failed"
         if worst[0] is None or vs_raw < worst[0]:
-            worst = (vs_raw, f"worst: {processes}x{processes} {_bytes(cell.payload)} x{cell.batch}")
+            worst = (vs_raw, f"worst: {processes}x{processes} {size_text(cell.payload)} x{cell.batch}")
     return worst
 
 
@@ -602,7 +630,7 @@ def print_batch_report(report: BatchReport, config: BenchConfig) -> None:
     """The batch section: settings, tables, memory, errors, goals."""
     print()
     print(f"batches: 1x1 and 2x2 producer/consumer processes ('{START_METHOD}'), payloads "
-          f"{', '.join(_bytes(p) for p in config.payload_sizes)}, batch sizes "
+          f"{', '.join(size_text(p) for p in config.payload_sizes)}, batch sizes "
           f"{', '.join(map(str, config.batch_sizes))}{rounds_note(config)}")
     print(f"  {config.batch_messages:,} messages per 100-B cell, at most {CELL_BYTES >> 20} MiB per cell; "
           f"multiprocessing.Queue has no batch API: its items go one by one")
@@ -611,7 +639,7 @@ def print_batch_report(report: BatchReport, config: BenchConfig) -> None:
           f"{config.latency_count:,} messages at {config.rate:,.0f}/s (put -> get)")
     print_lines(format_singles(report))
     print_lines([format_memory(report)])
-    errors = sorted({f"  - {k} {p}x{p} {_bytes(c.payload)} x{c.batch}: {r.error.strip().splitlines()[-1]}"
+    errors = sorted({f"  - {k} {p}x{p} {size_text(c.payload)} x{c.batch}: {r.error.strip().splitlines()[-1]}"
                      for (k, p, c), r in report.cells.items() if r.error})
     if errors:
         print_lines(errors, "notes:")

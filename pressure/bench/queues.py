@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import multiprocessing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext
@@ -25,7 +24,7 @@ from ..queue import Queue
 from ..testing.spec_client import SpecClient
 from ._harness import (GET_TIMEOUT, START_METHOD, BenchConfig, Get, Phase, PhaseResult, Put, Transport,
                        best_round, delete_keys, fmt, goal_line, print_lines, ratio, render_table, rounds_note,
-                       timed_phase, unique_name)
+                       spawn_context, timed_phase, unique_name)
 
 __all__ = [
     "AsyncReliableTransport",
@@ -33,6 +32,7 @@ __all__ = [
     "PressureTransport",
     "RawAsyncTransport",
     "RawRedisTransport",
+    "ReliableTransport",
     "SpecLiteralTransport",
     "TransportResult",
     "format_goals",
@@ -297,8 +297,7 @@ def make_transports(url: str, maxsize: int) -> list[Callable[[], Transport]]:
 
 def run_all(url: str, config: BenchConfig) -> list[TransportResult]:
     """Throughput (best of ``repeat`` interleaved rounds), then latency, for every transport."""
-    ctx = multiprocessing.get_context(START_METHOD)
-    assert isinstance(ctx, SpawnContext)
+    ctx = spawn_context()
     throughput = Phase("throughput", config.count, config.size)
     latency = Phase("latency", config.latency_count, config.size, rate=config.rate)
     factories = make_transports(url, config.maxsize)

@@ -42,7 +42,7 @@ import pressure
 
 from ._callgrind import CallgrindRedis
 from ._floor import floor_batch, floor_single
-from ._harness import BenchConfig, fmt, in_two_threads, print_lines, ratio, render_table
+from ._harness import BenchConfig, fmt, in_two_threads, print_lines, ratio, render_table, server_cpu_seconds
 
 PAYLOAD = b"x" * 100
 #: Deliveries held at once by the "holding" path (each acknowledged among the others).
@@ -78,11 +78,7 @@ class Path:
 
 
 def _snapshot(r: redis.Redis) -> tuple[float, dict[str, int]]:
-    cpu = r.info("cpu")
-    if "used_cpu_user_main_thread" in cpu:
-        seconds = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
-    else:
-        seconds = float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    seconds = server_cpu_seconds(r)
     calls = {name.removeprefix("cmdstat_"): int(stats["calls"])
              for name, stats in r.info("commandstats").items()}
     return seconds, calls
