@@ -139,14 +139,21 @@ class PackedScript:
         chunks: list[bytes] = []
         small = [b"*%d\r\n" % (self._count + len(tail) + len(items)), self._parts, *map(_bulk, tail)]
         for item in items:
-            if len(item) < _LARGE:
-                small.append(b"$%d\r\n%b\r\n" % (len(item), item))
-            else:
-                small.append(b"$%d\r\n" % len(item))
-                chunks += (b"".join(small), item)
-                small = [b"\r\n"]
+            small = _add_payload(chunks, small, item)
         chunks.append(b"".join(small))
         return chunks
+
+
+def _add_payload(chunks: list[bytes], small: list[bytes], payload: bytes) -> list[bytes]:
+    """Encode ``payload`` as the next bulk string after the parts in ``small``: appended there
+    if it is short; if large, ``small`` joined and ``payload`` itself go to ``chunks`` (sent one
+    after the other, the payload never copied). Returns the parts that follow."""
+    if len(payload) < _LARGE:
+        small.append(b"$%d\r\n%b\r\n" % (len(payload), payload))
+        return small
+    small.append(b"$%d\r\n" % len(payload))
+    chunks += (b"".join(small), payload)
+    return [b"\r\n"]
 
 
 def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[bytes], int]:
@@ -159,12 +166,7 @@ def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[by
     for i, payload in enumerate(payloads):
         if i == 1:
             small += (b"*%d\r\n$6\r\nLPUSHX\r\n" % (len(payloads) + 1), _bulk_name(gate))
-        if len(payload) < _LARGE:
-            small.append(b"$%d\r\n%b\r\n" % (len(payload), payload))
-        else:
-            small.append(b"$%d\r\n" % len(payload))
-            chunks += (b"".join(small), payload)
-            small = [b"\r\n"]
+        small = _add_payload(chunks, small, payload)
     small.append(pack_command("RENAME", gate, base))
     chunks.append(b"".join(small))
     return chunks, 3 if len(payloads) > 1 else 2
