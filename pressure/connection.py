@@ -311,7 +311,15 @@ class Backend(Wire):
         """The replies of ``_pipeline_once``'s write with a transaction: the loads', then the
         transaction's ``atomic`` calls' (each an error if it was refused or aborted: none ran),
         then the ``rest``'s (after the first lost reply, each a ConnectionError)."""
-        head = [self._read(conn, what, True) for _ in range(len(loads) + 1 + atomic)]  # ..., MULTI, QUEUEDs
+        head: list[Any] = []
+        for _ in range(len(loads) + 1 + atomic):  # the loads', MULTI's, the QUEUEDs
+            head.append(self._read(conn, what, True))
+            if _dropped_with(head[-1]) and refused_for_now(head[-1]):
+                # (READONLY through Sentinel, LOADING) redis-py dropped the connection with the
+                # replies behind: a command refused at queueing discards the transaction, and a
+                # refused load or MULTI leaves none to run. None ran; all may be sent again.
+                lost = redis.ConnectionError(f"reply lost: the connection was dropped on {head[-1]}")
+                return [head[-1]] * atomic + [lost] * rest
         for name, reply in zip(loads, head):
             self._script_loaded(name, reply)
         executed = self._read(conn, what, True)
