@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import redis
 
-from ._consumer_state import _ConsumerState
+from ._consumer_state import Native, _ConsumerState
 from ._packing import Call
 from ._roles import CONSUMER, MIN_WAIT
 from ._scripts import GET_FLAG, GetStatus
@@ -62,11 +62,13 @@ class _Consumer(_ConsumerState[T]):
     # -- one item ---------------------------------------------------------------------
 
     def receive(self, block: bool, timeout: float | None,
-                interrupt: Callable[[], bool] | None = None) -> Delivery[T]:
+                interrupt: Callable[[], bool] | None = None, native: bool = True) -> Delivery[T]:
         """``receive()``, except that a default-mode delivery stays in Redis (in flight) until
         ``drop_received``: one the process dies before returning is requeued. ``interrupt``:
         checked each time a blocking wait is woken (``Internal.wake_waiter``, a slice's end, a
-        role given back); once true, the wait ends as if its timeout had passed (Empty)."""
+        role given back); once true, the wait ends as if its timeout had passed (Empty).
+        ``native``: the item may move natively (get.lua flag 'N') when the last payload was
+        large; not for a get_many's first item, which its batch's call keeps in flight."""
         wait = _timeout_value(timeout) if block else None
         if wait is not None and wait < 0:
             self.refuse_negative_timeout()
@@ -75,7 +77,8 @@ class _Consumer(_ConsumerState[T]):
         self.roles.sweep_if_due()
         deadline = None if wait is None else time.monotonic() + wait
         while True:
-            entry = self.block(cid, wait, interrupt) if block else self.nowait(cid)
+            native = native and self.large and self.backend.transactions()
+            entry = self.block(cid, wait, interrupt, native) if block else self.nowait(cid, native)
             try:
                 delivery = self.delivery(cid, entry)
             except IntegrityError:  # never loaded: dead-lettered (and logged); wait for the next item
@@ -83,8 +86,9 @@ class _Consumer(_ConsumerState[T]):
                 if deadline is not None:
                     wait = max(0.0, deadline - time.monotonic())
                 continue
-            # default mode: received is acknowledged (this consumer's next get drops it)
-            self.last_received[cid] = [delivery.id]
+            # default mode: received is acknowledged (this consumer's next get drops it); a
+            # native get's item is a held batch of one
+            self.last_received[cid] = ["h" + delivery.id if isinstance(entry, tuple) else delivery.id]
             return delivery
 
     def refuse_negative_timeout(self) -> NoReturn:
@@ -96,9 +100,31 @@ class _Consumer(_ConsumerState[T]):
             raise ShutDown(f"queue {self.name!r} is shut down")
         raise ValueError(_TIMEOUT_MESSAGE)
 
-    def block(self, cid: str, wait: float | None, interrupt: Callable[[], bool] | None = None) -> bytes:
+    def native_call(self, cid: str, tail: list[bytes | str | int]) -> Any:
+        """get.lua ``tail`` with flag 'N' in a MULTI with the commands that move the item
+        natively (``get_moves``): what a native take received (``Native``), or the script's
+        reply as without it (with 'n': {entry, items still queued}, or a status)."""
+        result, payload, _ = self.backend.script_moving(self.get_command, tail, [self.get_moves(cid)], 2,
+                                                        all_replies=True)
+        return self.native_result(result, payload)
+
+    @staticmethod
+    def native_result(result: Any, payload: Any) -> Any:
+        """get.lua's reply to a call with flag 'N' and the LMOVE's behind it: a ``Native`` if the
+        item moved natively, else the script's reply."""
+        if isinstance(result, list) and len(result) == 4:
+            seq, deliveries, ms, left = result
+            if not isinstance(payload, bytes):
+                raise ProtocolError(f"get script took an item natively, but LMOVE answered {payload!r}")
+            return [(str(seq), int(deliveries), int(ms), payload), left]
+        return result
+
+    def block(self, cid: str, wait: float | None, interrupt: Callable[[], bool] | None = None,
+              native: bool = False) -> bytes | Native:
         """get.lua 'block' (and 'woken'): wait up to ``wait`` seconds (None: forever), or until
-        ``interrupt()`` is true when the wait is woken."""
+        ``interrupt()`` is true when the wait is woken. ``native``: the item moves natively
+        (get.lua flag 'N'), taken by a 'nowait' first (a 'block' that finds an item queued
+        hands it over as an entry)."""
         now = time.monotonic()
         deadline = math.inf if wait is None else now + max(wait, 0.0)
         busy_deadline = max(deadline, now + self.backend.slice)
@@ -106,13 +132,16 @@ class _Consumer(_ConsumerState[T]):
         backend = self.backend
         command = self.get_command
         waited, self.waited = self.waited, True
-        if not waited:
+        if not waited or native:
             # the last get left items queued (a backlog): 'nowait' takes the next one with the
             # script alone, without the BLMOVE behind it (one command and one reply less,
             # client and server), and says whether more are queued; finding none (another
             # consumer took them), the pipeline below as before
             try:
-                got = backend.script(command, self._tail(cid, "nowait", "n"))
+                if native:
+                    got = self.native_call(cid, self._tail(cid, "nowait", "N"))
+                else:
+                    got = backend.script(command, self._tail(cid, "nowait", "n"))
             except BackendError:
                 self.pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
                 raise
@@ -125,12 +154,20 @@ class _Consumer(_ConsumerState[T]):
         # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
         # BLMOVE returns (one round trip); left out while gets find items queued (it would
         # find nothing to do), at the cost of one more round trip the first time one waits
-        woken = self._tail(cid, "woken", "0")
+        woken = self._tail(cid, "woken", "N" if native else "0")
+        moves = self.get_moves(cid) if native else b""
+
+        def blmove(wait_for: float, then: list[bytes | str | int] | None) -> tuple[Any, Any, Any]:
+            status, reply, taken = backend.script_then_blmove(command, tail, inbox, inflight, wait_for, then,
+                                                              moves, 2)
+            if moves and isinstance(taken, list):  # the EXEC's replies: get.lua's, then LMOVE's
+                taken = self.native_result(taken[0], taken[1])
+                taken = taken[0] if isinstance(taken, list) else taken  # ('n': {entry or Native, left})
+            return status, reply, taken
+
         maybe_waiting = True  # we may hold the consumer role as the registered waiter
         try:
-            status, reply, taken = backend.script_then_blmove(
-                command, tail, inbox, inflight, _wait_time(self.slice(), deadline),
-                woken if waited else None)
+            status, reply, taken = blmove(_wait_time(self.slice(), deadline), woken if waited else None)
             first = True
             while True:
                 tail[GET_FLAG] = "0"
@@ -139,7 +176,7 @@ class _Consumer(_ConsumerState[T]):
                     # found queued with more behind it: the next get tries 'nowait' alone
                     self.waited = not (first and status == GetStatus.DELIVERED_MORE)
                     return reply  # type: ignore[no-any-return]
-                if isinstance(taken, bytes):  # woken, and 'woken' took the item for us
+                if isinstance(taken, (bytes, tuple)):  # woken, and 'woken' took the item for us
                     maybe_waiting = False
                     return taken
                 if isinstance(status, redis.RedisError):
@@ -183,8 +220,7 @@ class _Consumer(_ConsumerState[T]):
                         raise ProtocolError(f"get script returned {status!r}")
                 maybe_waiting = True
                 first = False
-                status, reply, taken = backend.script_then_blmove(
-                    command, tail, inbox, inflight,
+                status, reply, taken = blmove(
                     _wait_time(UNDRAINED_POLL if tail[GET_FLAG] == "w" else self.slice(), deadline), woken)
         except BaseException as exc:
             if maybe_waiting:
@@ -194,16 +230,22 @@ class _Consumer(_ConsumerState[T]):
                 self.cancel_after_error(cid, now=not timed_out)
             raise
 
-    def nowait(self, cid: str) -> bytes:
-        """get.lua 'nowait': an item queued now, else Empty (ShutDown if closed and drained)."""
-        tail = self._tail(cid, "nowait", "0")
+    def nowait(self, cid: str, native: bool = False) -> bytes | Native:
+        """get.lua 'nowait': an item queued now, else Empty (ShutDown if closed and drained).
+        ``native``: it moves natively (get.lua flag 'N')."""
+        tail = self._tail(cid, "nowait", "N" if native else "0")
         backend = self.backend
         busy_deadline = time.monotonic() + backend.slice
         recovered = False
         try:
             while True:
-                result = backend.script(self.get_command, tail)
-                if isinstance(result, bytes):
+                if native:
+                    result = self.native_call(cid, tail)
+                    if isinstance(result, list):  # {entry or Native, items still queued}
+                        result = result[0]
+                else:
+                    result = backend.script(self.get_command, tail)
+                if isinstance(result, (bytes, tuple)):
                     return result
                 self.raise_for(result)
                 if result == GetStatus.UNDRAINED and not recovered:
@@ -354,7 +396,7 @@ class _Consumer(_ConsumerState[T]):
 
     # -- stopping a wait at its deadline ----------------------------------------------
 
-    def cancel_wait(self, cid: str) -> bytes:
+    def cancel_wait(self, cid: str) -> bytes | Native:
         """The deadline passed while waiting: stop waiting; take an item delivered meanwhile."""
         if self.cancel(cid) == GetStatus.DELIVERED:
             return self.nowait(cid)  # served from our inbox first

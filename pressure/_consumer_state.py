@@ -19,7 +19,7 @@ from . import _log, identity, serializers
 from ._departure import Departure
 from ._records import _batch_header, _parse_entry
 from ._scripts import GET
-from .connection import pack_command
+from .connection import NATIVE_BYTES, pack_command, pack_get_moves
 from .errors import BackendError, DeserializationError, IntegrityError
 from .reliable import Delivery
 
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 T = TypeVar("T")
+
+#: What a native get (lua/get.lua flag 'N') received: its delivery number, deliveries, time
+#: (ms) and the payload, which came apart from them (the LMOVE's reply).
+Native = tuple[str, int, int, bytes]
 
 #: The most default-mode task_done() tokens a handle keeps (see _ConsumerState.owing).
 OWING_MOST = 10_000
@@ -84,6 +88,15 @@ class _ConsumerState(Generic[T]):
         #: default mode: posted task_done() counts whose reply has not been read yet
         self.counting: collections.deque[None] = collections.deque()
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
+        #: default-mode FIFO gets can move payloads natively (get.lua flag 'N')
+        self.native = self.variant == "" and not self.options.reliable
+        #: whether the last payload received was large: the next get moves its item natively
+        self.large = False
+        #: consumer id -> its native get's commands behind the script (``get_moves``)
+        self.moves: dict[str, bytes] = {}
+        #: consumer id -> (delivery number, bytes) of what its last native get returned, for
+        #: its drop to count (``drop_received``)
+        self.native_received: dict[str, tuple[str, int]] = {}
         #: whether this handle's last blocking get had to wait (then the next one sends 'woken')
         self.waited = True
         #: this handle's consumers in this process, and their leave (disconnect, collection, exit)
@@ -129,9 +142,21 @@ class _ConsumerState(Generic[T]):
 
     # -- what it received -------------------------------------------------------------
 
-    def delivery(self, cid: str, entry: bytes) -> Delivery[T]:
-        """The Delivery of an entry this consumer received."""
-        seq, deliveries, ms, payload = _parse_entry(entry)
+    def get_moves(self, cid: str) -> bytes:
+        """The commands behind consumer ``cid``'s native get in its MULTI (``pack_get_moves``)."""
+        moves = self.moves.get(cid)
+        if moves is None:
+            moves = self.moves[cid] = pack_get_moves(self.keys.gate, self.keys.base, self.keys.held(cid))
+        return moves
+
+    def delivery(self, cid: str, entry: bytes | Native) -> Delivery[T]:
+        """The Delivery of an entry this consumer received, or of what a native get received."""
+        if isinstance(entry, tuple):
+            seq, deliveries, ms, payload = entry
+            self.native_received[cid] = (seq, len(payload))
+        else:
+            seq, deliveries, ms, payload = _parse_entry(entry)
+        self.large = self.native and len(payload) >= NATIVE_BYTES
         payload = self.unwrap(payload)
         try:
             item = serializers.loads(self.serializer, payload)
@@ -187,6 +212,13 @@ class _ConsumerState(Generic[T]):
         consumer ``cid`` holds in Redis (its in-flight list and held batch), without waiting
         for the reply. Until then, a consumer that dies has them requeued; from then on they
         are its own, as a queue.Queue get's are (if the command is lost, the next get drops them)."""
+        native = self.native_received.pop(cid, None)
+        if native is not None:
+            # a native get's batch of one: counted in :stats:consumed_bytes as it goes (get.lua
+            # 'drop'); if this is lost, the next get counts and drops it
+            seq, size = native
+            self.backend.post(self.get_many_command.pack([*self._tail(cid, "drop", seq), size]))
+            return
         command = self.drop_commands.get(cid)
         if command is None:
             command = self.drop_commands[cid] = pack_command("DEL", self.keys.inflight(cid),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from . import serializers
 from ._scripts import PUT, PutStatus
 from ._roles import MIN_WAIT, PRODUCER
-from .connection import SMALLEST_BULK_LIMIT, PackedScript, pack_moves
+from .connection import NATIVE_BYTES, SMALLEST_BULK_LIMIT, PackedScript, _NotTransacted, pack_moves
 from .errors import Full, ProtocolError
 
 if TYPE_CHECKING:
@@ -27,13 +27,6 @@ T = TypeVar("T")
 
 #: The most items put_many sends in one round trip (one script call).
 BATCH = 1000
-
-#: From this many payload bytes in one round trip, the payloads of a FIFO put move natively:
-#: put.lua decides and accounts, and LSET/LPUSHX behind it in one MULTI/EXEC move the bytes,
-#: which never enter Lua (put.lua ARGV[3] 'm'). Below it, the payloads go to put.lua as
-#: arguments: one command costs the server less than the transaction's five when the copies
-#: Lua makes are short (``python -m pressure bench --payload`` measures both sides).
-NATIVE_BYTES = 4096
 
 
 class _Producer(Generic[T]):
@@ -114,8 +107,8 @@ class _Producer(Generic[T]):
         """One put.lua call for the first ``count`` of ``payloads`` (``count`` within what one
         command takes: ``Backend.batch_count``), in one round trip; its reply (see
         ``put_pending``). FIFO items with no delay or state, ``NATIVE_BYTES`` or more in all,
-        move natively (``Backend.script_moving``, where the server runs transactions for this
-        user); where the bound leaves room for only some of
+        move natively (``Backend.script_moving``, where the server runs transactions and the
+        commands that move payloads for this user); where the bound leaves room for only some of
         a batch, they are sent again as arguments, which put as many as fit."""
         first = payloads[0]
         if (self.native and not delay_ms and not meta
@@ -125,7 +118,11 @@ class _Producer(Generic[T]):
             moves, commands = pack_moves(self.keys.gate, self.keys.base, moving)
             tail = self.args(b"%d:%d" % (count, sum(map(len, moving))), b"", False, took)
             tail[2] = "M" if negative else "m"
-            result = self.backend.script_moving(self.command, tail, moves, commands, durability=self.durability)
+            try:
+                result = self.backend.script_moving(self.command, tail, moves, commands,
+                                                    durability=self.durability)
+            except _NotTransacted:  # an ACL rule older than LPUSHX: nothing ran
+                result = PutStatus.NOT_ALL
             if result != PutStatus.NOT_ALL:
                 return result
         args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)

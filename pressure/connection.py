@@ -30,6 +30,8 @@ from ._packing import _script_sha as _script_sha
 from ._packing import _script_source as _script_source
 from ._packing import pack_command as pack_command
 from ._packing import pack_moves as pack_moves
+from ._packing import pack_get_moves as pack_get_moves
+from ._packing import NATIVE_BYTES as NATIVE_BYTES
 from .durability import Durability
 
 _MULTI = pack_command("MULTI")
@@ -64,6 +66,12 @@ def _load_command(name: str) -> bytes:
 
 
 _R = TypeVar("_R")
+
+
+class _NotTransacted(Exception):
+    """``script_moving``'s transaction was refused at queueing: the ACL refuses a command of it
+    (one the user's rule predates). Nothing ran; ``transactions()`` is False from now on, and the
+    caller does the same without moving payloads natively."""
 
 #: Redis's default ``proto-max-bulk-len``, assumed where CONFIG GET is refused.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
@@ -136,7 +144,8 @@ class Backend(Wire):
         return self._until_served(
             what, lambda: self._call_script(self.thread_connection(), command.name, data, what, mutating))
 
-    #: whether the server runs MULTI/EXEC for this user (``transactions``); None: not asked yet
+    #: whether the server runs MULTI/EXEC, and the commands that move payloads, for this user
+    #: (``transactions``); None: not asked yet
     _transactions: bool | None = None
 
     def transactions(self) -> bool:
@@ -157,15 +166,17 @@ class Backend(Wire):
         return self._transactions
 
     def script_moving(self, command: PackedScript, tail: Sequence[bytes | str | int], moves: list[bytes],
-                      count: int, *, durability: Durability | None = None) -> Any:
+                      count: int, *, durability: Durability | None = None, all_replies: bool = False) -> Any:
         """Run a packed script and, behind it in one MULTI/EXEC, ``count`` plain commands sent as
         the chunks ``moves`` (``pack_moves``: a native put's, lua/put.lua ARGV[3] 'm'), in one
-        round trip on this thread's connection (only where ``transactions()``). Returns the
-        script's reply, or raises its error; the commands' replies are not looked at (they fail, harmlessly, where the script
+        round trip on this thread's connection (only where ``transactions()``; _NotTransacted
+        where the ACL refuses one of the commands). Returns the script's reply, or raises its
+        error; the commands' replies are not looked at (they fail, harmlessly, where the script
         refused or never ran). The script is loaded in the same round trip where it is not
         known to be loaded; a transaction whose script answered NOSCRIPT (nothing moved) is sent
         again once it is loaded. With ``durability``, a WAIT goes behind the EXEC (NotReplicated
-        as ``script`` raises it)."""
+        as ``script`` raises it). ``all_replies``: the script's and then the commands' replies
+        (a native get's: get.lua flag 'N')."""
         what = f"script {command.name}"
         data = [_MULTI + command.pack(tail) + moves[0], *moves[1:]]
         data[-1] += _EXEC if durability is None else _EXEC + pack_command(
@@ -184,13 +195,18 @@ class Backend(Wire):
                 self._loaded.discard(command.name)
                 self._load_on(conn, command.name)
                 loads = []
+            if (isinstance(replies[0], redis.exceptions.NoPermissionError) and count
+                    and all(reply is replies[0] for reply in replies[1:1 + count])):
+                # a command refused at queueing (an ACL that predates it): none ran, and none will
+                self._transactions = False
+                raise _NotTransacted(replies[0])
             self._check(replies[0], what, True)  # refused for now: sent again (nothing moved)
             return replies
 
         replies = self._until_served(what, attempt)
         if durability is not None:
             self.check_replicated(what, replies[-1], durability)
-        return replies[0]
+        return replies if all_replies else replies[0]
 
     def _call_durable(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
                       what: str, durability: Durability) -> Any:
@@ -340,7 +356,8 @@ class Backend(Wire):
 
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float,
-                           then: Sequence[bytes | str | int] | None = None) -> tuple[Any, Any, Any]:
+                           then: Sequence[bytes | str | int] | None = None,
+                           then_moves: bytes = b"", then_count: int = 0) -> tuple[Any, Any, Any]:
         """Send a script, ``BLMOVE source destination RIGHT LEFT timeout`` and, with
         ``then``, the same script again with the tail ``then``, in one pipeline (one
         round trip) on this thread's connection: the second call runs as soon as the
@@ -355,11 +372,16 @@ class Backend(Wire):
         server refused for now, or whose reply was lost with a connection redis-py dropped
         on the script's error reply (LOADING), gives None (and so does a second script
         call lost that way): the caller must then take back what the BLMOVE may have
-        moved (get.lua 'cancel') before it gets again.
+        moved (get.lua 'cancel') before it gets again. With ``then_moves`` (``then_count``
+        commands), the second call and they go in one MULTI/EXEC (a native get, get.lua flag
+        'N'): the third result is then the EXEC's replies (the call's, then the commands'), or
+        an error (a refusal at queueing, or the EXEC's).
         """
+        second_call = b"" if then is None else command.pack(then)
+        if then is not None and then_moves:
+            second_call = _MULTI + second_call + then_moves + _EXEC
         data = [command.pack(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
-                + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout))
-                + (b"" if then is None else command.pack(then))]
+                + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout)) + second_call]
         what = f"script {command.name} and BLMOVE"
 
         def send() -> tuple[redis.connection.AbstractConnection, bool]:
@@ -383,7 +405,11 @@ class Backend(Wire):
         second = None if _dropped_with(first) else self._read(conn, what, True)
         third = None
         if then is not None and not _dropped_with(first) and not _dropped_with(second):
-            third = self._read(conn, what, True)
+            if then_moves:
+                replies = self._transaction_replies(conn, what, (), 1 + then_count, 0)
+                third = replies[0] if isinstance(replies[0], redis.RedisError) else replies
+            else:
+                third = self._read(conn, what, True)
         if isinstance(first, redis.exceptions.NoScriptError):
             self._loaded.discard(command.name)
         if refused_for_now(second):

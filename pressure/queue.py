@@ -426,7 +426,8 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         self._settle_owed()
         items = consumer.batch(max_items)
         if not items:
-            first = consumer.receive(block, timeout)  # kept in flight until the batch is in hand
+            # kept in flight until the batch is in hand (not natively: in the held list its batch uses)
+            first = consumer.receive(block, timeout, native=False)
             items = [first.item]
             if max_items > 1:
                 more = self._more_after_first(lambda n: consumer.batch(n, keep=True), max_items - 1)

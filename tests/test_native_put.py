@@ -15,7 +15,7 @@ import pytest
 import redis
 
 import pressure
-from pressure._producer import NATIVE_BYTES
+from pressure.connection import NATIVE_BYTES
 
 from .helpers import assert_invariants
 

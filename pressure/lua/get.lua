@@ -27,6 +27,17 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
+-- Flag 'N' ('nowait', and 'woken' that turns into it): the payload moves natively. The
+-- caller sends the script in a MULTI followed by 'LMOVE <gate> <held> RIGHT RIGHT' and
+-- 'RENAME <gate> <base>', then EXEC (<gate> is <base>:pressure:gate). When the script takes one
+-- FIFO item with no state (no delivery count, ttl, ttr or utube key kept for it), it renames
+-- the items list to <gate> and leaves the header 'n:<seq>:<ms>:' in the empty held list; the
+-- LMOVE moves the next item behind it ([header, item]: a held batch of one whose bytes no
+-- script has counted yet) and returns it; the RENAME gives the list its name back. Its bytes
+-- are counted in :stats:consumed_bytes when the batch is read in full (a 'cancel', a requeue,
+-- its drop by the next get) or by the client's 'drop' (it knows the length). Otherwise the
+-- script answers as 'nowait' with 'n' (an entry it made, or a status), and no gate exists: the
+-- LMOVE finds nothing and the RENAME fails.
 -- A closed queue is drained only when its list is empty, no delayed item waits, no other consumer
 -- holds an item that may come back (in its inbox, in flight or in a held batch), and every utube
 -- key left has its current item in this consumer's in-flight list (its own deliveries, and what
@@ -79,6 +90,9 @@
 --           'cancel': stop waiting; entries in <inflight> and a batch in
 --                     <held> not named in ARGV[7..] (never received) go back to
 --                     the inbox
+--           'drop': (the default mode's drop of what a get returned, for a native get) the
+--                   held batch ARGV[3] counts ARGV[7] bytes in :stats:consumed_bytes if it is
+--                   still there, then the in-flight and held lists go
 --           'log': up to ARGV[7] items straight into the log of group ARGV[8], as one
 --                  chunk (log_append.lua's format): no entry, nothing in <inflight>, the
 --                  items leave the queue's care as a default-mode get's do (their ttl,
@@ -92,6 +106,9 @@
 --               item, not returned yet)
 --           'n' ('nowait') a blocking get's first try: the entry comes with how many
 --               items are still queued (1 for one from the inbox: maybe more)
+--           'N' ('nowait', 'woken') the same, moving the payload natively where it can (see
+--               above): then the answer is {seq, deliveries, ms, items still queued}
+--           ('drop') the number of the native batch the client has in hand ('<seq>')
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
 -- ARGV[6] - client identifier, written to :consumer as the protocol requires
@@ -101,7 +118,8 @@
 --             at most ceil(queued / k) (a worker of an executor with k workers alive takes
 --             no more than its share: pressure/executor/worker.py)
 -- return
---   'nowait': the entry ({the entry, items still queued} with 'n'), or -2 (role held by another client while items
+--   'nowait': the entry ({the entry, items still queued} with 'n' and 'N'; {seq, deliveries,
+--             ms, items still queued} when 'N' moved it natively), or -2 (role held by another client while items
 --             wait), -3 (closed and empty), -4 (no queue), -5 (empty), -8 (closed
 --             and empty, but another consumer holds items that may come back)
 --   'many':   an array of 1 or more entries (those waiting in the inbox, if any, else
@@ -109,6 +127,7 @@
 --   'batch':  the same as 'many' in reliable mode, and for entries waiting in the inbox;
 --             else an array of 1 or more items followed by the header
 --   'woken':  as 'nowait', or -5 when it had nothing to do
+--   'drop':   1
 --   'cancel': 1 if an item entry waits in the inbox, else -5
 --   'log':    {the log's tail, how many it logged (>= 1), then the delivery number and
 --             deliveries of each of them delivered before}, or the negative codes of
@@ -121,15 +140,24 @@ local me, mode, flag = ARGV[1], ARGV[2], ARGV[3]
 local record, lease_ms, client_id = ARGV[4], ARGV[5], ARGV[6]
 local ext = items_key .. ':pressure:'
 local inflight = ext .. 'inflight:' .. me
+local held = ext .. 'held:' .. me
+local consumed_bytes = items_key .. ':stats:consumed_bytes'
+if mode == 'drop' then
+  local first = string.match(redis.call('LINDEX', held, '0') or '', '^n:([^:]*):')
+  if first and first == flag then redis.call('INCRBY', consumed_bytes, ARGV[7]) end
+  redis.call('DEL', inflight, held)
+  return 1
+end
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
 if mode == 'woken' and redis.call('LINDEX', inflight, '0') ~= 's:' then return -5 end
+local native = flag == 'N'
+if native then flag = 'n' end
 local bound_key, consumer_free = items_key .. ':bound', items_key .. ':consumer_free'
 local consumer, closed, not_full = items_key .. ':consumer', items_key .. ':closed', items_key .. ':not_full'
 local consumed_messages = items_key .. ':stats:consumed_messages'
-local consumed_bytes = items_key .. ':stats:consumed_bytes'
 local waiter_key, consumers, redeliveries = ext .. 'waiter', ext .. 'consumers', ext .. 'redeliveries'
 local delivery_seq, delayed, meta = ext .. 'delivery_seq', ext .. 'delayed', ext .. 'meta'
-local inbox, held = ext .. 'inbox:' .. me, ext .. 'held:' .. me
+local inbox = ext .. 'inbox:' .. me
 local default_mode = string.sub(record, -2) == '|d'
 if mode == 'batch' and not default_mode then mode = 'many' end
 -- what is taken leaves the queue's care at once: a default-mode get's items, and a 'log''s
@@ -187,19 +215,11 @@ if mode == 'cancel' then
       if seq ~= 's' then redis.call('RPUSH', inbox, entry) end
     end
   end
-  local header = redis.call('LINDEX', held, '0')
-  if header then
-    local first, ms, counts = string.match(header, '^h:([^:]*):([^:]*):(.*)$')
-    if first and not received['h' .. first] then
-      local deliveries = {}
-      for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
-      local items = redis.call('LRANGE', held, '1', '-1')  -- newest first: the oldest ends up next out
-      for j, item in ipairs(items) do
-        local i = #items - j + 1
-        redis.call('RPUSH', inbox, (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. item)
-      end
-      redis.call('DEL', held)
-    end
+  local first = string.match(redis.call('LINDEX', held, '0') or '', '^[hn]:([^:]*):')
+  if first and not received['h' .. first] then
+    -- newest first: the oldest ends up next out
+    for _, entry in ipairs(held_entries(held, consumed_bytes)) do redis.call('RPUSH', inbox, entry) end
+    redis.call('DEL', held)
   end
   redis.call('LREM', inbox, '0', 's:')
   if redis.call('LLEN', inbox) > 0 then return 1 end
@@ -219,8 +239,11 @@ if default_mode then
   -- soon as it has them; this is for a drop that never arrived). With 'k' the in-flight
   -- list holds the first item of the get_many this batch is for, not returned yet.
   if present == 0 then  -- nothing to drop
-  elseif flag == 'k' then present = present - redis.call('DEL', held)
-  else present = present - redis.call('DEL', inflight, held) end
+  else
+    count_native(held, consumed_bytes)  -- a native get's batch whose drop never arrived
+    if flag == 'k' then present = present - redis.call('DEL', held)
+    else present = present - redis.call('DEL', inflight, held) end
+  end
 elseif look(inflight) then
   redis.call('LREM', inflight, '0', 's:')  -- wake-ups moved there by BLMOVE
 end
@@ -422,6 +445,20 @@ if len > 0 then
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
   if mode ~= 'nowait' then want = wanted(len) end
   local now = now_ms_text()
+  if native and not taken and mode == 'nowait' and ITEMS_TYPE == 'list' then
+    -- the item moves by the LMOVE behind this script (see the header): here, the decision
+    -- and the accounting. (A user the ACL refuses RENAME gets the entry, as without 'N'.)
+    local renamed = redis.pcall('RENAME', items_key, ext .. 'gate')
+    if not (type(renamed) == 'table' and renamed.err) then
+      local seq = add(delivery_seq, 1)
+      redis.call('RPUSH', held, 'n:' .. seq .. ':' .. now .. ':')
+      len = len - 1
+      add(consumed_messages, 1)
+      keep_permit(not_full, len + waiting, bound, permits)
+      stop_waiting()
+      return {seq, 1, tonumber(now), len}
+    end
+  end
   local items, in_held = nil, false
   if taken then
     items, want = taken, #taken

@@ -192,6 +192,39 @@ local function now_ms_text()
   return now[1] .. string.sub('00000' .. now[2], -6, -4)
 end
 
+-- The items of a consumer's held batch as delivery entries, newest first (the order of an
+-- in-flight list); none if `held` holds no batch. A get_many's batch ('h:<first seq>:<ms>:<deliveries>',
+-- get.lua 'batch') holds its items newest first; a native get's ('n:<seq>:<ms>:', get.lua
+-- flag 'N') oldest first, and its bytes, which no script has seen, are counted in
+-- `consumed_bytes` here, where they are read.
+local function held_entries(held, consumed_bytes)
+  local kind, first, ms, counts = string.match(redis.call('LINDEX', held, '0') or '', '^([hn]):([^:]*):([^:]*):(.*)$')
+  if not first then return {} end
+  local deliveries = {}
+  for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
+  local items = redis.call('LRANGE', held, '1', '-1')
+  local entries, bytes = {}, 0
+  for j, item in ipairs(items) do
+    local i = #items - j + 1
+    if kind == 'n' then
+      i = j
+      bytes = bytes + #item
+    end
+    entries[#items - i + 1] = (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. item
+  end
+  if bytes > 0 then redis.call('INCRBY', consumed_bytes, bytes) end
+  return entries
+end
+
+-- Count in `consumed_bytes` the bytes of the native get's batch in `held` (see held_entries), if
+-- it holds one: it is about to be dropped, its items in the consumer's hands.
+local function count_native(held, consumed_bytes)
+  if string.sub(redis.call('LINDEX', held, '0') or '', 1, 2) ~= 'n:' then return end
+  local bytes = 0
+  for _, item in ipairs(redis.call('LRANGE', held, '1', '-1')) do bytes = bytes + #item end
+  if bytes > 0 then redis.call('INCRBY', consumed_bytes, bytes) end
+end
+
 -- INCRBY `key` `n`, sent as INCR when n is 1 (no number to format: see now_ms_text); the
 -- new value.
 local function add(key, n)

@@ -147,26 +147,12 @@ local function requeue_all(key)
   redis.call('DEL', key)
 end
 
--- The items of a held batch (get.lua 'batch') as delivery entries, newest first (the
--- order of an in-flight list); none if `held` holds no batch.
-local function held_entries(held)
-  local first, ms, counts = string.match(redis.call('LINDEX', held, '0') or '', '^h:([^:]*):([^:]*):(.*)$')
-  if not first then return {} end
-  local deliveries = {}
-  for count in string.gmatch(counts, '[^,]+') do deliveries[#deliveries + 1] = count end
-  local items = redis.call('LRANGE', held, '1', '-1')  -- newest first
-  local entries = {}
-  for j, item in ipairs(items) do
-    local i = #items - j + 1
-    entries[j] = (first + i - 1) .. ':' .. (deliveries[i] or 1) .. ':' .. ms .. ':' .. item
-  end
-  return entries
-end
-
 local function requeue_held(held)
-  local first = string.match(redis.call('LINDEX', held, '0') or '', '^h:([^:]*):')
+  local first = string.match(redis.call('LINDEX', held, '0') or '', '^[hn]:([^:]*):')
   if not (first and returned['h' .. first]) then
-    for _, entry in ipairs(held_entries(held)) do requeue(entry) end
+    for _, entry in ipairs(held_entries(held, consumed_bytes)) do requeue(entry) end
+  else
+    count_native(held, consumed_bytes)  -- returned by its get: in its consumer's hands
   end
   redis.call('DEL', held)
 end
@@ -210,7 +196,7 @@ if mode == 'release' then
   -- an item of a held batch: the batch becomes in-flight entries first (as get.lua
   -- 'many' would have left them), so it is released and acknowledged as they are
   local held = held_prefix .. consumer_id
-  local entries = held_entries(held)
+  local entries = held_entries(held, consumed_bytes)
   if #entries > 0 then
     for j = #entries, 1, -1 do redis.call('LPUSH', key, entries[j]) end
     redis.call('DEL', held)
@@ -245,7 +231,7 @@ else
     local visibility = tonumber(string.match(records[i + 1], '([^|]*)|[^|]*$')) or 0
     local empty = true
     local held = held_prefix .. id
-    local ms = tonumber(string.match(redis.call('LINDEX', held, '0') or '', '^h:[^:]*:([^:]*):'))
+    local ms = tonumber(string.match(redis.call('LINDEX', held, '0') or '', '^[hn]:[^:]*:([^:]*):'))
     if ms and visibility > 0 and ms + visibility <= now then
       requeue_held(held)
     elseif ms then
