@@ -38,7 +38,7 @@ from ._packing import Call
 from ._roles import CONSUMER, MIN_WAIT
 from ._scripts import GET_FLAG, GetStatus
 from ._validate import _TIMEOUT_MESSAGE, _timeout_value
-from .connection import refused_for_now
+from .connection import NATIVE_BYTES, refused_for_now
 from .errors import BackendError, Empty, IntegrityError, ProtocolError, ShutDown
 from .reliable import Delivery
 
@@ -112,7 +112,7 @@ class _Consumer(_ConsumerState[T]):
     def native_result(result: Any, payload: Any) -> Any:
         """get.lua's reply to a call with flag 'N' and the LMOVE's behind it: a ``Native`` if the
         item moved natively, else the script's reply."""
-        if isinstance(result, list) and len(result) == 4:
+        if isinstance(result, list) and len(result) == 4 and isinstance(result[0], int):
             seq, deliveries, ms, left = result
             if not isinstance(payload, bytes):
                 raise ProtocolError(f"get script took an item natively, but LMOVE answered {payload!r}")
@@ -377,13 +377,22 @@ class _Consumer(_ConsumerState[T]):
         in the default mode (get.lua 'batch'): the items come as they are stored, with one
         header, and no Delivery is made. [] if there are none (or another consumer holds the
         role). Never waits. ``keep``: see ``queued``. What it takes stays in Redis until
-        ``drop_received``."""
-        cid, result = self.queued("batch", n, keep)
+        ``drop_received``. Once the last payload received was large, the items move natively
+        (get.lua flag 'N')."""
+        if self.large and self.backend.transactions():
+            cid, result = self.native_batch(min(n, 1000), keep)
+        else:
+            cid, result = self.queued("batch", n, keep)
         if not result:
             return []
-        header = result.pop()
-        if not header.startswith(b"h:"):  # an entry delivered earlier, from our inbox
+        if isinstance(result, tuple):  # natively: (header, the payloads)
+            header, result = result
+            self.native_received[cid] = (header.split(b":", 2)[1].decode(), sum(map(len, result)))
+        else:
+            header = result.pop()
+        if not header.startswith((b"h:", b"n:")):  # an entry delivered earlier, from our inbox
             return [d.item for d in self.deliveries(cid, [*result, header])]
+        self.large = self.native and len(result[-1]) >= NATIVE_BYTES
         # received: from now on a cancel leaves the batch alone (our next get drops it)
         self.last_received[cid] = ["h" + header.split(b":", 2)[1].decode()]
         if self.plain:
@@ -393,6 +402,34 @@ class _Consumer(_ConsumerState[T]):
             return [loads(unwrap(item)) for item in result]
         except Exception:
             return self.load_each(cid, header, result)
+
+    def native_batch(self, n: int, keep: bool) -> tuple[str, Any]:
+        """get.lua 'batch' with flag 'N' ('K' with ``keep``) in a MULTI with ``n`` BLMOVEs behind
+        it: (this consumer's id, (a header 'n:<first>:<ms>:', the payloads taken) if they moved
+        natively, else the script's reply as ``queued`` gives it)."""
+        self.retry_cancels()
+        cid = self.id()
+        self.roles.sweep_if_due()  # as queued() does
+        tail = [*self._tail(cid, "batch", "K" if keep else "N"), n]
+        try:
+            replies = self.backend.script_moving(self.get_many_command, tail, [self.get_moves(cid, n)], n + 1,
+                                                 all_replies=True)
+        except BackendError:
+            self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
+            raise
+        result = replies[0]
+        if isinstance(result, list) and len(result) == 4 and isinstance(result[0], int):
+            first, count, ms, _ = result
+            payloads = replies[1:1 + count]
+            if not all(isinstance(payload, bytes) for payload in payloads):
+                raise ProtocolError(f"get script took {count} items natively, but BLMOVE answered {payloads!r}")
+            return cid, (b"n:%d:%d:" % (first, ms), payloads)
+        if not isinstance(result, list):
+            if result in (GetStatus.EMPTY, GetStatus.BUSY, GetStatus.UNDRAINED):
+                return cid, []
+            self.raise_for(result)
+            raise ProtocolError(f"get script returned {result!r}")
+        return cid, result
 
     # -- stopping a wait at its deadline ----------------------------------------------
 

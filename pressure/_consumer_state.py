@@ -92,8 +92,8 @@ class _ConsumerState(Generic[T]):
         self.native = self.variant == "" and not self.options.reliable
         #: whether the last payload received was large: the next get moves its item natively
         self.large = False
-        #: consumer id -> its native get's commands behind the script (``get_moves``)
-        self.moves: dict[str, bytes] = {}
+        #: (consumer id, items) -> its native get's commands behind the script (``get_moves``)
+        self.moves: dict[tuple[str, int], bytes] = {}
         #: consumer id -> (delivery number, bytes) of what its last native get returned, for
         #: its drop to count (``drop_received``)
         self.native_received: dict[str, tuple[str, int]] = {}
@@ -142,11 +142,15 @@ class _ConsumerState(Generic[T]):
 
     # -- what it received -------------------------------------------------------------
 
-    def get_moves(self, cid: str) -> bytes:
-        """The commands behind consumer ``cid``'s native get in its MULTI (``pack_get_moves``)."""
-        moves = self.moves.get(cid)
+    def get_moves(self, cid: str, count: int = 1) -> bytes:
+        """The commands behind consumer ``cid``'s native get of up to ``count`` items in its MULTI
+        (``pack_get_moves``)."""
+        moves = self.moves.get((cid, count))
         if moves is None:
-            moves = self.moves[cid] = pack_get_moves(self.keys.gate, self.keys.base, self.keys.held(cid))
+            if len(self.moves) >= 16:  # the counts a consumer asks for are few: keep the last ones
+                self.moves.pop(next(iter(self.moves)))
+            moves = self.moves[(cid, count)] = pack_get_moves(self.keys.gate, self.keys.base,
+                                                              self.keys.held(cid), count)
         return moves
 
     def delivery(self, cid: str, entry: bytes | Native) -> Delivery[T]:

@@ -164,11 +164,12 @@ def _add_payload(chunks: list[bytes], small: list[bytes], payload: bytes) -> lis
 NATIVE_BYTES = 4096
 
 
-def pack_get_moves(gate: str, base: str, held: str) -> bytes:
-    """The commands behind a native get's script in its MULTI (lua/get.lua flag 'N'):
-    ``BLMOVE gate held RIGHT RIGHT 0`` (the item, if the script took one: in a transaction,
-    BLMOVE never blocks; the least ACL rule has it, not LMOVE) and ``RENAME gate base``."""
-    return pack_command("BLMOVE", gate, held, "RIGHT", "RIGHT", "0") + pack_command("RENAME", gate, base)
+def pack_get_moves(gate: str, base: str, held: str, count: int = 1) -> bytes:
+    """The commands behind a native get's script in its MULTI (lua/get.lua flag 'N'): ``count``
+    times ``BLMOVE gate held RIGHT RIGHT 0`` (an item each, as many as the script took: in a
+    transaction BLMOVE never blocks; the least ACL rule has it, not LMOVE), then
+    ``RENAME gate base``."""
+    return pack_command("BLMOVE", gate, held, "RIGHT", "RIGHT", "0") * count + pack_command("RENAME", gate, base)
 
 
 def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[bytes], int]:

@@ -222,3 +222,36 @@ def test_a_waiting_consumer_takes_natively_when_woken(make_queue: Any, r: redis.
     assert got == [_payload(b"%d" % i) for i in range(3)]
     _drained_stats(q, r)
     assert_invariants(r, q)
+
+
+def test_a_get_many_s_payloads_never_enter_lua(make_queue: Any, url: str, r: redis.Redis) -> None:
+    q = make_queue("native-many", serializer="bytes")
+    items = [_payload(b"%d" % i) for i in range(8)]
+    q.put_many(items)
+    assert q.get_many(2) == items[:2]  # large: the next batches move natively
+    monitor = _Monitor(url)
+    assert q.get_many(3) == items[2:5]
+    assert q.get_many(10) == items[5:]  # fewer queued than asked for: the rest find the gate gone
+    lines = monitor.close(r)
+    for line in (line for line in lines if line.startswith("lua ")):
+        command = line.split()[1].upper()
+        assert command not in ("RPOP", "LPOP", "LRANGE", "LMOVE", "RPOPLPUSH", "BLMOVE"), line
+        assert command != "LINDEX" or line.split()[-1] == "0", line
+    assert sum(line.startswith("BLMOVE ") and q.keys.gate in line for line in lines) == 13
+    _drained_stats(q, r)
+
+
+def test_a_native_batch_whose_reply_was_lost_comes_back_in_order(make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("lost-many", serializer="bytes")
+    items = [_payload(b"%d" % i) for i in range(6)]
+    q.put_many(items)
+    assert q.get_many(1) == items[:1]
+    consumer = q._consumer
+    cid, taken = consumer.native_batch(3, False)  # its reply, dropped here
+    assert isinstance(taken, tuple) and taken[1] == items[1:4]
+    assert r.llen(q.keys.held(cid)) == 4
+    consumer.cancel(cid)
+    assert q.get_many(10) == items[1:4]  # as inbox entries: they come first, on their own
+    assert q.get_many(10) == items[4:]
+    _drained_stats(q, r)
+    assert_invariants(r, q)

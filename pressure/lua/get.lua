@@ -27,17 +27,18 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- Flag 'N' ('nowait', and 'woken' that turns into it): the payload moves natively. The
--- caller sends the script in a MULTI followed by 'LMOVE <gate> <held> RIGHT RIGHT' and
--- 'RENAME <gate> <base>', then EXEC (<gate> is <base>:pressure:gate). When the script takes one
--- FIFO item with no state (no delivery count, ttl, ttr or utube key kept for it), it renames
--- the items list to <gate> and leaves the header 'n:<seq>:<ms>:' in the empty held list; the
--- LMOVE moves the next item behind it ([header, item]: a held batch of one whose bytes no
--- script has counted yet) and returns it; the RENAME gives the list its name back. Its bytes
--- are counted in :stats:consumed_bytes when the batch is read in full (a 'cancel', a requeue,
--- its drop by the next get) or by the client's 'drop' (it knows the length). Otherwise the
--- script answers as 'nowait' with 'n' (an entry it made, or a status), and no gate exists: the
--- LMOVE finds nothing and the RENAME fails.
+-- Flag 'N' ('nowait', 'woken' that turns into it, and 'batch'; 'K' is 'batch''s 'k' so; the
+-- default mode): the payloads move natively. The caller sends the script in a MULTI followed by
+-- 'BLMOVE <gate> <held> RIGHT RIGHT 0' (one; for 'batch', as many as ARGV[7] asks for: in a
+-- transaction BLMOVE never blocks) and 'RENAME <gate> <base>', then EXEC (<gate> is
+-- <base>:pressure:gate). When the script takes FIFO items with no state (no delivery count,
+-- ttl, ttr or utube key kept for them), it renames the items list to <gate> and leaves the header
+-- 'n:<first seq>:<ms>:' in the empty held list; the BLMOVEs move the next items behind it, oldest
+-- first, and return them ([header, items]: a held batch whose bytes no script has counted yet),
+-- those past what it took finding the gate empty; the RENAME gives the list its name back. Its bytes are counted in :stats:consumed_bytes when the batch
+-- is read in full (a 'cancel', a requeue, its drop by the next get) or by the client's 'drop'
+-- (it knows the length). Otherwise the script answers as 'nowait' with 'n' (an entry it made, or a status), and no gate exists: the
+-- BLMOVE finds nothing and the RENAME fails.
 -- A closed queue is drained only when its list is empty, no delayed item waits, no other consumer
 -- holds an item that may come back (in its inbox, in flight or in a held batch), and every utube
 -- key left has its current item in this consumer's in-flight list (its own deliveries, and what
@@ -107,7 +108,9 @@
 --           'n' ('nowait') a blocking get's first try: the entry comes with how many
 --               items are still queued (1 for one from the inbox: maybe more)
 --           'N' ('nowait', 'woken') the same, moving the payload natively where it can (see
---               above): then the answer is {seq, deliveries, ms, items still queued}
+--               above): then the answer is {seq, 1, ms, items still queued}
+--           'N', 'K' ('batch') moving the payloads natively where it can, 'K' as 'k': then the
+--               answer is {first seq, how many, ms, items still queued}
 --           ('drop') the number of the native batch the client has in hand ('<seq>')
 -- ARGV[4] - consumer record 'host|pid|start|ms|mode' for :pressure:consumers
 -- ARGV[5] - lease in ms for the waiter
@@ -150,8 +153,8 @@ if mode == 'drop' then
 end
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
 if mode == 'woken' and redis.call('LINDEX', inflight, '0') ~= 's:' then return -5 end
-local native = flag == 'N'
-if native then flag = 'n' end
+local native = flag == 'N' or flag == 'K'
+if flag == 'N' then flag = 'n' elseif flag == 'K' then flag = 'k' end
 local bound_key, consumer_free = items_key .. ':bound', items_key .. ':consumer_free'
 local consumer, closed, not_full = items_key .. ':consumer', items_key .. ':closed', items_key .. ':not_full'
 local consumed_messages = items_key .. ':stats:consumed_messages'
@@ -445,18 +448,18 @@ if len > 0 then
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
   if mode ~= 'nowait' then want = wanted(len) end
   local now = now_ms_text()
-  if native and not taken and mode == 'nowait' and ITEMS_TYPE == 'list' then
-    -- the item moves by the LMOVE behind this script (see the header): here, the decision
-    -- and the accounting. (A user the ACL refuses RENAME gets the entry, as without 'N'.)
+  if native and not taken and (mode == 'nowait' or mode == 'batch') and default_mode and ITEMS_TYPE == 'list' then
+    -- the items move by the BLMOVEs behind this script (see the header): here, the decision
+    -- and the accounting. (A user the ACL refuses RENAME gets entries, as without 'N'.)
     local renamed = redis.pcall('RENAME', items_key, ext .. 'gate')
     if not (type(renamed) == 'table' and renamed.err) then
-      local seq = add(delivery_seq, 1)
-      redis.call('RPUSH', held, 'n:' .. seq .. ':' .. now .. ':')
-      len = len - 1
-      add(consumed_messages, 1)
+      local first = add(delivery_seq, want) - want + 1
+      redis.call('RPUSH', held, 'n:' .. first .. ':' .. now .. ':')
+      len = len - want
+      add(consumed_messages, want)
       keep_permit(not_full, len + waiting, bound, permits)
       stop_waiting()
-      return {seq, 1, tonumber(now), len}
+      return {first, want, tonumber(now), len}
     end
   end
   local items, in_held = nil, false
