@@ -67,15 +67,28 @@ class Recorder:
         os.write(self.fd, line.encode() + b"\n")
 
 
-class RecordingSerializer:
+class PaddedSerializer:
+    """pickle, each payload padded to ``pad`` bytes at least (pickle.loads stops at its STOP
+    opcode): payloads that large move natively (pressure.connection.NATIVE_BYTES)."""
+
+    def __init__(self, pad: int = 0) -> None:
+        self.pad = pad
+
+    def dumps(self, obj: Any) -> bytes:
+        data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+        return data + b"\0" * (self.pad - len(data)) if self.pad > len(data) else data
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+class RecordingSerializer(PaddedSerializer):
     """pickle, recording every item it loads (``L item``): the reply carrying it reached this
     process (evidence only; "received" means get() returned it)."""
 
     def __init__(self, record: Recorder) -> None:
+        super().__init__()
         self.record = record
-
-    def dumps(self, obj: Any) -> bytes:
-        return pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Any:
         item = pickle.loads(data)
@@ -130,6 +143,8 @@ class QueueSpec:
     maxsize: int = 50
     visibility_timeout: float = 2.0
     lease: float = 2.0
+    #: the producers' payloads are padded to this many bytes (PaddedSerializer)
+    pad: int = 0
 
     def handle(self, **kw: Any) -> pressure.Queue[Any]:
         """A handle, as a client process opens it: a process started while Redis is down (the
@@ -154,7 +169,7 @@ def producer_main(spec: QueueSpec, base: str, slot: str, seed: int) -> None:
 
     def body() -> None:
         rng = random.Random(seed)
-        q = spec.handle()
+        q = spec.handle(serializer=PaddedSerializer(spec.pad))
         n = 0
         gap, pace_until = 0.0, 0.0
         while True:

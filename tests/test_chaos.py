@@ -103,12 +103,13 @@ def _report(chaos_figures: list[str], line: str) -> None:
     chaos_figures.append(line)
 
 
-def _queue_scenario(reliable: bool, prefix: str, tmp_path: Path, chaos_figures: list[str]) -> None:
-    mode = "reliable" if reliable else "default"
+def _queue_scenario(reliable: bool, prefix: str, tmp_path: Path, chaos_figures: list[str],
+                    pad: int = 0) -> None:
+    mode = ("reliable" if reliable else "default") + (f", {pad}-byte payloads" if pad else "")
     seed = chaos_seed()
     print(f"\nchaos {mode}: seed {seed} (replay: PRESSURE_CHAOS_SEED={seed})")
     with RedisServer(appendonly=True) as srv:
-        spec = QueueSpec(srv.url, prefix, "chaos", reliable)
+        spec = QueueSpec(srv.url, prefix, "chaos", reliable, pad=pad)
         admin: pressure.Queue[Any] = pressure.Queue(spec.name, spec.maxsize, url=srv.url, prefix=prefix,
                                                     reliable=reliable)
         fleet = Fleet(spec, tmp_path, PRODUCERS, CONSUMERS, seed)
@@ -180,6 +181,14 @@ def test_chaos_reliable_mode(prefix: str, tmp_path: Path, chaos_figures: list[st
 @pytest.mark.timeout(300)
 def test_chaos_default_mode(prefix: str, tmp_path: Path, chaos_figures: list[str]) -> None:
     _queue_scenario(False, prefix, tmp_path, chaos_figures)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("reliable", [False, True], ids=["default", "reliable"])
+def test_chaos_large_payloads(reliable: bool, prefix: str, tmp_path: Path, chaos_figures: list[str]) -> None:
+    """The same with payloads of 5,000 bytes: puts, and default-mode gets, move them natively
+    (MULTI/EXEC around the script: pressure.connection.NATIVE_BYTES)."""
+    _queue_scenario(reliable, prefix, tmp_path, chaos_figures, pad=5000)
 
 
 def _start_worker_group(spec: cx.ExecutorSpec, stderr: Path) -> subprocess.Popen[bytes]:
