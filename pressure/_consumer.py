@@ -12,6 +12,9 @@ Every get sends get.lua in one of its modes (see its header):
 * 'many' (``many``): up to n items queued now, each a Delivery; 'batch' (``batch``): up
   to n items as they are stored, under one header, for get_many in the default mode;
   'log' (``logged``): up to n items straight into a stream reader's log (QueueLog's);
+* flag 'N' (``native_call``, ``native_batch``): in the default mode, once the last payload
+  received was large, 'nowait', 'woken' and 'batch' go in a MULTI with the BLMOVEs that move the
+  items into this consumer's held list, so that no payload enters Lua;
 * 'cancel' (``cancel``): stop waiting, give the role back (only if still the waiter) and
   return what the in-flight list holds that was never received to the inbox. A cancel
   that fails on a dropped connection is kept and retried before this consumer's next call
@@ -110,12 +113,12 @@ class _Consumer(_ConsumerState[T]):
 
     @staticmethod
     def native_result(result: Any, payload: Any) -> Any:
-        """get.lua's reply to a call with flag 'N' and the LMOVE's behind it: a ``Native`` if the
+        """get.lua's reply to a call with flag 'N' and the BLMOVE's behind it: a ``Native`` if the
         item moved natively, else the script's reply."""
         if isinstance(result, list) and len(result) == 4 and isinstance(result[0], int):
             seq, deliveries, ms, left = result
             if not isinstance(payload, bytes):
-                raise ProtocolError(f"get script took an item natively, but LMOVE answered {payload!r}")
+                raise ProtocolError(f"get script took an item natively, but BLMOVE answered {payload!r}")
             return [(str(seq), int(deliveries), int(ms), payload), left]
         return result
 
@@ -160,7 +163,7 @@ class _Consumer(_ConsumerState[T]):
         def blmove(wait_for: float, then: list[bytes | str | int] | None) -> tuple[Any, Any, Any]:
             status, reply, taken = backend.script_then_blmove(command, tail, inbox, inflight, wait_for, then,
                                                               moves, 2)
-            if moves and isinstance(taken, list):  # the EXEC's replies: get.lua's, then LMOVE's
+            if moves and isinstance(taken, list):  # the EXEC's replies: get.lua's, then BLMOVE's
                 taken = self.native_result(taken[0], taken[1])
                 taken = taken[0] if isinstance(taken, list) else taken  # ('n': {entry or Native, left})
             return status, reply, taken

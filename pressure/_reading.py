@@ -87,8 +87,8 @@ def in_flight_of(consumers: Sequence[bytes], replies: Sequence[Any], unwrap: Cal
     for i, consumer in enumerate(consumers):
         inflight, inbox, held = replies[1 + 3 * i:4 + 3 * i]
         entries = [_parse_entry(e) for e in inflight + inbox if not e.startswith(b"s:")]
-        if held:
-            entries += _held_entries(held[0], held[:0:-1])
+        if held:  # a get_many's batch holds its items newest first, a native get's oldest first
+            entries += _held_entries(held[0], held[1:] if held[0].startswith(b"n:") else held[:0:-1])
         for seq, deliveries, ms, payload in entries:
             out.append(InFlight(consumer.decode(errors="replace"), seq, deliveries,
                                 max(now - ms / 1000, 0.0), unwrap(payload), loads))

@@ -250,6 +250,9 @@ def test_a_native_batch_whose_reply_was_lost_comes_back_in_order(make_queue: Any
     cid, taken = consumer.native_batch(3, False)  # its reply, dropped here
     assert isinstance(taken, tuple) and taken[1] == items[1:4]
     assert r.llen(q.keys.held(cid)) == 4
+    listed = sorted(q.in_flight(), key=lambda f: int(f.id))
+    assert [f.payload for f in listed] == items[1:4]  # numbered in order, oldest first
+    assert [int(f.id) for f in listed] == [int(listed[0].id) + i for i in range(3)]
     consumer.cancel(cid)
     assert q.get_many(10) == items[1:4]  # as inbox entries: they come first, on their own
     assert q.get_many(10) == items[4:]
