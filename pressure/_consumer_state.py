@@ -88,8 +88,8 @@ class _ConsumerState(Generic[T]):
         #: default mode: posted task_done() counts whose reply has not been read yet
         self.counting: collections.deque[None] = collections.deque()
         self.drop_commands: dict[str, bytes] = {}  # consumer id -> its DEL (drop_received)
-        #: default-mode FIFO gets can move payloads natively (get.lua flag 'N')
-        self.native = self.variant == "" and not self.options.reliable
+        #: FIFO gets can move payloads natively (get.lua flag 'N')
+        self.native = self.variant == ""
         #: whether the last payload received was large: the next get moves its item natively
         self.large = False
         #: (consumer id, items) -> its native get's commands behind the script (``get_moves``)
@@ -157,7 +157,8 @@ class _ConsumerState(Generic[T]):
         """The Delivery of an entry this consumer received, or of what a native get received."""
         if isinstance(entry, tuple):
             seq, deliveries, ms, payload = entry
-            self.native_received[cid] = (seq, len(payload))
+            if not self.options.reliable:  # (a reliable one's bytes are counted by its ack)
+                self.native_received[cid] = (seq, len(payload))
         else:
             seq, deliveries, ms, payload = _parse_entry(entry)
         self.large = self.native and len(payload) >= NATIVE_BYTES

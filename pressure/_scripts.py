@@ -277,7 +277,7 @@ class AckStatus(IntEnum):
 
 ACK = QueueScript("ack", lambda k: (*TASK_KEYS(k), k.meta),
                   ("delivery", "task_done"), AckStatus,
-                  call_keys=("inflight",))
+                  call_keys=("inflight",), more_argv="bytes")
 
 # -- reliability: requeue, kick, repair, touch, restore -----------------------------------------
 

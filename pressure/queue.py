@@ -190,6 +190,7 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         self._get_command = GET.command(k, variant=self._variant)
         self._get_many_command = GET.command(k, variant=self._variant, more=1)  # ARGV[7]: how many
         self._ack_command = ACK.command(k, variant=self._variant)
+        self._ack_sized_command = ACK.command(k, variant=self._variant, more=1)
         self._roles = _Roles(backend, k, name, options, self._run)
         self._producer: _Producer[T] = _Producer(self)
         self._consumer: _Consumer[T] = _Consumer(self)

@@ -96,7 +96,7 @@ class Delivery(Generic[T]):
         False if it was already acknowledged or requeued."""
         return self._queue._bury_delivery(self)
 
-    def _ack_call(self) -> tuple[PackedScript, list[bytes | str]]:
+    def _ack_call(self) -> tuple[PackedScript, list[bytes | str | int]]:
         """This acknowledgement, as a call for ``Backend.pipeline``."""
         return self._queue._ack_call(self)
 
@@ -195,6 +195,8 @@ class Reliability(Generic[T]):
     _consumer: _Consumer[T]
     _roles: _Roles
     _ack_command: PackedScript
+    #: ack.lua with ARGV[3], the delivery's bytes (a native delivery's are counted as it is acknowledged)
+    _ack_sized_command: PackedScript
 
     _variant: str
     _serializer: serializers.Serializer
@@ -221,20 +223,22 @@ class Reliability(Generic[T]):
         and the delivery stays first in line, marked: task_done() again is exact."""
         inflight = self._keys.inflight(delivery.consumer)
         if not task_done:
-            acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "0"),
-                                                     durability=self._options.durability)
+            acked, unfinished = self._backend.script(self._ack_sized_command, (inflight, delivery.id, "0",
+                                                     len(delivery._payload)), durability=self._options.durability)
         else:
             try:
                 acked, unfinished = self._backend.script(
-                    self._ack_command, (inflight, delivery.id, "2" if delivery._unsure else "1"),
+                    self._ack_sized_command,
+                    (inflight, delivery.id, "2" if delivery._unsure else "1", len(delivery._payload)),
                     durability=self._options.durability)
             except OutcomeUnknown as exc:
                 delivery._unsure = True
                 if isinstance(exc.__cause__, redis.TimeoutError):
                     raise  # an unresponsive server: do not wait out another socket timeout now
                 try:
-                    acked, unfinished = self._backend.script(self._ack_command, (inflight, delivery.id, "2"),
-                                                             durability=self._options.durability)
+                    acked, unfinished = self._backend.script(
+                        self._ack_sized_command, (inflight, delivery.id, "2", len(delivery._payload)),
+                        durability=self._options.durability)
                 except BackendError:
                     raise exc from exc.__cause__  # still unknown: task_done() again will tell
         # in_line=False: task_done() took it out of its line already (no need to look there)
@@ -245,10 +249,11 @@ class Reliability(Generic[T]):
             raise self._missing()
         return bool(acked)
 
-    def _ack_call(self, delivery: Delivery[T]) -> tuple[PackedScript, list[bytes | str]]:
+    def _ack_call(self, delivery: Delivery[T]) -> tuple[PackedScript, list[bytes | str | int]]:
         """The acknowledgement of ``delivery``, as a call for ``Backend.pipeline``."""
         self._consumer.forget(delivery)
-        return self._ack_command, [self._keys.inflight(delivery.consumer), delivery.id, "0"]
+        return self._ack_sized_command, [self._keys.inflight(delivery.consumer), delivery.id, "0",
+                                         len(delivery._payload)]
 
     def _release(self, delivery: Delivery[T], delay_ms: str = "") -> bool:
         requeued, dead = self._roles.requeue("release", delivery.consumer, delivery.id, delay_ms=delay_ms)
@@ -297,7 +302,8 @@ class Reliability(Generic[T]):
         check = _posted_ack_check(delivery, consumer.posted, consumer.owed, consumer.ack_errors,
                                   backend._loaded, self._ack_command.name)
         consumer.posted.append(delivery)
-        backend.post(self._ack_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1")), check)
+        backend.post(self._ack_sized_command.pack((self._keys.inflight(delivery.consumer), delivery.id, "1",
+                                                   len(delivery._payload))), check)
 
     def _settle_owed(self, flush: bool = False) -> None:
         """Deal with what posted acknowledgements left: send again those that did not run or

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 import redis
 
 import pressure
@@ -131,22 +132,24 @@ class KillOnSecondLoad:
         return pickle.loads(data)
 
 
-def _two_gets(url: str, prefix: str, marker: str) -> None:
+def _two_gets(url: str, prefix: str, marker: str, reliable: bool) -> None:
     """In a forked child: two gets (the second native, and killed inside); ``marker`` is set if
     both return."""
-    q: pressure.Queue[bytes] = pressure.Queue("killed", url=url, prefix=prefix, serializer=KillOnSecondLoad())
+    q: pressure.Queue[bytes] = pressure.Queue("killed", url=url, prefix=prefix, serializer=KillOnSecondLoad(),
+                                              reliable=reliable, visibility_timeout=60)
     q.get()
     q.get()
     redis.Redis.from_url(url).set(marker, 1)
     time.sleep(60)
 
 
-def test_a_consumer_killed_inside_a_native_get_loses_nothing(url: str, prefix: str,
-                                                             r: redis.Redis) -> None:
-    q: pressure.Queue[bytes] = pressure.Queue("killed", url=url, prefix=prefix)
+@pytest.mark.parametrize("reliable", [False, True], ids=["default", "reliable"])
+def test_a_consumer_killed_inside_a_native_get_loses_nothing(url: str, prefix: str, r: redis.Redis,
+                                                             reliable: bool) -> None:
+    q: pressure.Queue[bytes] = pressure.Queue("killed", url=url, prefix=prefix, reliable=reliable)
     items = [_payload(b"%d" % i) for i in range(4)]
     q.put_many(items)
-    pid = fork_child(_two_gets, url, prefix, f"{prefix}:test:returned")
+    pid = fork_child(_two_gets, url, prefix, f"{prefix}:test:returned", reliable)
     try:
         deadline = time.monotonic() + 10
         while r.llen(q.keys.base) > 2:  # the second item taken: the child is dying with it
@@ -157,9 +160,11 @@ def test_a_consumer_killed_inside_a_native_get_loses_nothing(url: str, prefix: s
         kill_and_reap(pid)
     assert not r.exists(f"{prefix}:test:returned")
     consumer: pressure.Queue[bytes] = pressure.Queue("killed", url=url, prefix=prefix)
-    # the first item was returned to the child (gone with it); the second comes back
-    got = [consumer.get(timeout=5) for _ in range(3)]
-    assert sorted(got) == items[1:]
+    # default mode: the first item was returned to the child (gone with it); the second comes
+    # back. Reliable: both, unacknowledged, come back (the dead process is seen at once)
+    expected = items if reliable else items[1:]
+    got = [consumer.get(timeout=5) for _ in expected]
+    assert sorted(got) == expected
     s = consumer.statistics()
     assert (s.produced_messages, s.consumed_messages, s.size) == (4, 4, 0)
     assert s.consumed_bytes == s.produced_bytes
@@ -258,3 +263,72 @@ def test_a_native_batch_whose_reply_was_lost_comes_back_in_order(make_queue: Any
     assert q.get_many(10) == items[4:]
     _drained_stats(q, r)
     assert_invariants(r, q)
+
+
+# -- reliable mode: one native delivery at a time, in the held list until acknowledged --------
+
+
+def test_a_reliable_get_and_its_ack_never_read_the_payload_in_lua(make_queue: Any, url: str,
+                                                                   r: redis.Redis) -> None:
+    q = make_queue("reliable-native", serializer="bytes", reliable=True)
+    q.put_many([_payload(b"warm"), _payload(b"one"), _payload(b"two")])
+    assert q.get() == _payload(b"warm")
+    q.task_done()
+    monitor = _Monitor(url)
+    for tag in (b"one", b"two"):
+        assert q.get() == _payload(tag)
+        q.task_done()
+    q.join()
+    lines = monitor.close(r)
+    for line in (line for line in lines if line.startswith("lua ")):
+        command = line.split()[1].upper()
+        assert command not in ("RPOP", "LPOP", "LRANGE", "LMOVE", "RPOPLPUSH", "BLMOVE"), line
+        assert command != "LINDEX" or line.split()[-1] == "0", line
+    assert sum(line.startswith("BLMOVE ") and q.keys.gate in line for line in lines) == 2
+    _drained_stats(q, r)
+
+
+def test_a_reliable_consumer_holds_one_native_delivery_and_settles_each_way(make_queue: Any,
+                                                                            r: redis.Redis) -> None:
+    """The second delivery taken while the first is unacknowledged is an in-flight entry; touch,
+    ack, release and delete find the native one in the held list."""
+    q = make_queue("reliable-held", serializer="bytes", reliable=True)
+    items = [_payload(b"%d" % i) for i in range(6)]
+    q.put_many(items)
+    warm = q.receive()
+    assert warm.ack()
+    native, entry = q.receive(), q.receive()
+    held = q.keys.held(native.consumer)
+    assert r.lrange(held, 0, -1)[1:] == [items[1]] and r.llen(q.keys.inflight(native.consumer)) == 1
+    assert {f.payload for f in q.in_flight()} == {items[1], items[2]}
+    assert native.touch() and entry.touch()
+    assert native.release()  # back at the head, its bytes and message given back
+    assert not r.exists(held)
+    again = q.receive()
+    assert again.item == items[1] and again.deliveries == 2  # a state of its own now: an entry
+    assert again.ack() and entry.ack()
+    third = q.receive()  # native again: the held list is free
+    assert r.exists(held) and third.item == items[3]
+    q.put(items[3])  # an identical copy queued: delete() takes the delivery, not the copy
+    assert third.delete()
+    assert not r.exists(held) and q.qsize() == 3
+    rest = [q.receive() for _ in range(3)]
+    assert [d.item for d in rest] == [items[4], items[5], items[3]]
+    assert all(d.ack() for d in rest)
+    s = q.statistics()
+    assert s.taken == 0 and s.consumed_bytes == s.produced_bytes and s.size == 0, s
+
+
+def test_a_lost_reply_s_cancel_leaves_a_received_native_delivery_alone(make_queue: Any,
+                                                                       r: redis.Redis) -> None:
+    q = make_queue("reliable-cancel", serializer="bytes", reliable=True)
+    q.put_many([_payload(b"a"), _payload(b"b"), _payload(b"c")])
+    q.receive().ack()
+    native = q.receive()
+    consumer = q._consumer
+    consumer.cancel(native.consumer)  # as after a later get's lost reply: this one was received
+    assert r.llen(q.keys.held(native.consumer)) == 2
+    assert native.ack()
+    assert q.get() == _payload(b"c")  # b was never given back: no duplicate
+    q.task_done()
+    _drained_stats(q, r)

@@ -33,8 +33,7 @@ class _Monitor:
     def __init__(self, url: str) -> None:
         self.lines: list[str] = []
         self._client = redis.Redis.from_url(url)
-        self._monitor = self._client.monitor().__enter__()
-        self._monitor.next_command()  # OK
+        self._monitor = self._client.monitor().__enter__()  # (it reads MONITOR's OK)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()

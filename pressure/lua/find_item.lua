@@ -12,7 +12,8 @@
 -- KEYS[1]  - the items (a list; a sorted set for LIFO and priority queues)
 -- KEYS[2]  - :pressure:delayed
 -- KEYS[3]  - :pressure:dead
--- KEYS[4]  - :pressure:consumers (names the consumers' lists)
+-- KEYS[4]  - :pressure:consumers (names the consumers' lists: in-flight, inbox, and held, named
+--            from ARGV[4]; a native delivery's bytes go to :stats:consumed_bytes as it is deleted)
 -- KEYS[5]  - :pressure:meta (the states of taken and delayed copies: removed with them)
 -- KEYS[6]  - :pressure:counts (lifecycle counters: 'delete', and 'delete_taken' for those a
 --            consumer held)
@@ -79,6 +80,25 @@ for _, id in ipairs(redis.call('HKEYS', consumers)) do
         return {'taken', items_payload(item), tonumber(deliveries) or 1, id, seq}
       end
     end
+  end
+end
+-- taken: a reliable consumer's native delivery (get.lua flag 'N') in its held list, 'n:<seq>:<ms>:'
+-- and its item (a default-mode consumer's held batch is in hand: its get returns it)
+local records = redis.call('HGETALL', consumers)
+for i = 1, #records, 2 do
+  local id = records[i]
+  local held = sibling_key(inflight_prefix, 'inflight:', 'held:') .. id
+  local seq = string.sub(records[i + 1], -2) == '|r'
+    and string.match(redis.call('LINDEX', held, '0') or '', '^n:([^:]*):')
+  local item = seq and redis.call('LINDEX', held, '1')
+  if item and (delivery == '' or seq == delivery) and matches(item) then
+    if deleting then
+      count_native(held, items_key .. ':stats:consumed_bytes')
+      redis.call('DEL', held)
+      deleted(nil, true, false)
+      redis.call('HINCRBY', counts_key, 'delete_taken', '1')
+    end
+    return {'taken', items_payload(item), 1, id, seq}
   end
 end
 -- ready

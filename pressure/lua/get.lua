@@ -27,8 +27,10 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- Flag 'N' ('nowait', 'woken' that turns into it, and 'batch'; 'K' is 'batch''s 'k' so; the
--- default mode): the payloads move natively. The caller sends the script in a MULTI followed by
+-- Flag 'N' ('nowait', 'woken' that turns into it, and 'batch'; 'K' is 'batch''s 'k' so): the
+-- payloads move natively (in reliable mode, one at a time: a consumer's held list holds its one
+-- native delivery until it is acknowledged, released or requeued, as the in-flight list holds the
+-- others). The caller sends the script in a MULTI followed by
 -- 'BLMOVE <gate> <held> RIGHT RIGHT 0' (one; for 'batch', as many as ARGV[7] asks for: in a
 -- transaction BLMOVE never blocks) and 'RENAME <gate> <base>', then EXEC (<gate> is
 -- <base>:pressure:gate). When the script takes FIFO items with no state (no delivery count,
@@ -218,8 +220,9 @@ if mode == 'cancel' then
       if seq ~= 's' then redis.call('RPUSH', inbox, entry) end
     end
   end
+  -- (a batch is received as 'h<first>'; a reliable consumer's native delivery by its number)
   local first = string.match(redis.call('LINDEX', held, '0') or '', '^[hn]:([^:]*):')
-  if first and not received['h' .. first] then
+  if first and not (received['h' .. first] or received[first]) then
     -- newest first: the oldest ends up next out
     for _, entry in ipairs(held_entries(held, consumed_bytes)) do redis.call('RPUSH', inbox, entry) end
     redis.call('DEL', held)
@@ -448,7 +451,9 @@ if len > 0 then
   -- at most 1000 (unpack's limit is 8000 values): the caller asks again for more
   if mode ~= 'nowait' then want = wanted(len) end
   local now = now_ms_text()
-  if native and not taken and (mode == 'nowait' or mode == 'batch') and default_mode and ITEMS_TYPE == 'list' then
+  -- (a reliable consumer holds one native delivery at most: the held list)
+  if native and not taken and (mode == 'nowait' or mode == 'batch') and ITEMS_TYPE == 'list'
+      and (default_mode or redis.call('EXISTS', held) == 0) then
     -- the items move by the BLMOVEs behind this script (see the header): here, the decision
     -- and the accounting. (A user the ACL refuses RENAME gets entries, as without 'N'.)
     local renamed = redis.pcall('RENAME', items_key, ext .. 'gate')

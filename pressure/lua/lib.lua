@@ -515,6 +515,29 @@ local function sibling_key(key, suffix, other)
   return string.sub(key, 1, -(#suffix + 1)) .. other
 end
 
+-- The held list of the consumer whose in-flight list is `inflight`, and the queue's
+-- :stats:consumed_bytes, named from its :pressure:meta `meta`.
+local function held_of(meta, inflight)
+  local base = sibling_key(meta, ':pressure:meta', '')
+  return base .. ':pressure:held:' .. string.sub(inflight, #base + #':pressure:inflight:' + 1),
+         base .. ':stats:consumed_bytes'
+end
+
+-- Whether `held` holds native delivery `delivery` ('*': any), a reliable get's batch of one
+-- (get.lua flag 'N'); if so it leaves its consumer's hands, acknowledged: its bytes counted,
+-- `size` if the caller knows them (else read: count_native), the list gone.
+local function take_native(held, delivery, consumed_bytes, size)
+  local first = string.match(redis.call('LINDEX', held, '0') or '', '^n:([^:]*):')
+  if not first or (delivery ~= '*' and first ~= delivery) then return false end
+  if size and size ~= '' then
+    redis.call('INCRBY', consumed_bytes, size)
+  else
+    count_native(held, consumed_bytes)
+  end
+  redis.call('DEL', held)
+  return true
+end
+
 -- Move the items of `delayed_key` due by now into the queue with `push_all` (items_push_all),
 -- due order first, at most 1000 per call and at most `room` (the room left under the bound;
 -- < 0: no bound), so the list never exceeds the bound, their states (in :pressure:meta,

@@ -149,10 +149,14 @@ end
 
 local function requeue_held(held)
   local first = string.match(redis.call('LINDEX', held, '0') or '', '^[hn]:([^:]*):')
-  if not (first and returned['h' .. first]) then
-    for _, entry in ipairs(held_entries(held, consumed_bytes)) do requeue(entry) end
-  else
+  if first and acknowledging and returned[first] then
+    -- a reliable consumer's native delivery (get.lua flag 'N') whose acknowledgement it posted
+    count_native(held, consumed_bytes)
+    acked = acked + 1
+  elseif first and returned['h' .. first] then
     count_native(held, consumed_bytes)  -- returned by its get: in its consumer's hands
+  else
+    for _, entry in ipairs(held_entries(held, consumed_bytes)) do requeue(entry) end
   end
   redis.call('DEL', held)
 end
