@@ -22,13 +22,13 @@
 --           With a delivery number: '1' (task_done() in reliable mode: -4 if the queue is gone),
 --           '2' (the same, sent again after a lost reply) or '0' (Delivery.ack()); the task is
 --           counted only if the delivery was still in flight, whichever it is
--- ARGV[3] - (optional) the delivery's bytes, counted in :stats:consumed_bytes if it is a native
+-- ARGV[3..] - (optional, one) the delivery's bytes, counted in :stats:consumed_bytes if it is a native
 --           one (get.lua flag 'N'); without it they are read from its held list
 -- return {acked (1/0; with '*', how many), unfinished left (0 if nothing was counted) or -1
 -- (task_done called too many times: '-' with nothing left to count) or -4 (no queue)}
 local bound_key, produced_messages, tasks_done = KEYS[1], KEYS[2], KEYS[3]
 local all_tasks_done, meta, inflight = KEYS[4], KEYS[5], KEYS[6]
-local delivery, task_done, size = ARGV[1], ARGV[2], ARGV[3]
+local delivery, task_done = ARGV[1], ARGV[2]
 
 -- a reliable consumer's native delivery waits in its held list (get.lua flag 'N')
 local held_list, consumed_bytes = held_of(meta, inflight)
@@ -55,7 +55,7 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
     redis.call('LREM', inflight, '-1', entry)  -- from the tail, where find_entry found it
     if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
     acked = 1
-  elseif delivery ~= 's' and take_native(held_list, delivery, consumed_bytes, size) then
+  elseif delivery ~= 's' and take_native(held_list, delivery, consumed_bytes, ARGV[3]) then
     acked = 1  -- (no state: a native delivery has none)
   end
 end
