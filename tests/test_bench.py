@@ -197,8 +197,10 @@ _RATIO = re.compile(r"(\d+\.\d\d)x")
 def test_bench_payload_prints_every_line_its_ratios_and_goals(
         url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
     """--payload runs only the payload section: a row per payload size in which every ratio
-    to raw (speed and server CPU, single items and both batch sizes) is a positive number,
-    every line's median and range, the goals each met or not met; no key left behind."""
+    to raw (speed and server CPU, the floor, single items and both batch sizes) and pressure
+    default's to the floor is a positive number, every line's median and range (the floor's
+    with positive msgs/s, MB/s and CPU), the goals each met or not met, (b) beside it against
+    the floor; no key left behind."""
     from pressure.bench import _cli
 
     before = set(r.keys("*pressure-bench*"))
@@ -213,16 +215,25 @@ def test_bench_payload_prints_every_line_its_ratios_and_goals(
     assert list(rows) == ["100 B", "20 KB"]
     for size, (count, raw, raw_cpu, *pairs, mp) in rows.items():
         assert count == "600" and re.fullmatch(r"[\d,]+ \([\d.]+\)", raw) and float(raw_cpu) > 0, size
-        assert len(pairs) == 5 and float(mp.replace(",", "")) > 0, size
-        for pair in pairs:  # default, bounded, reliable, batch 100, batch 500: speed / CPU
+        assert len(pairs) == 7 and float(mp.replace(",", "")) > 0, size
+        for pair in pairs:  # floor, default, bounded, reliable, default vs floor, batch 100, batch 500
             ratios = [float(x) for x in _RATIO.findall(pair)]
             assert len(ratios) == 2 and all(x > 0 for x in ratios), (size, pair)
     spread, goals = rest.split("goals (payload sizes, from the medians):")
     lines = [line for line in spread.splitlines() if " | " in line][1:]
-    assert len(lines) == 2 * 9  # raw, 3 modes, 2 x (raw batch, batch), mp
+    assert len(lines) == 2 * 10  # raw, floor, 3 modes, 2 x (raw batch, batch), mp
     assert all(float(x) > 0 for line in lines for x in _RATIO.findall(line))
+    floor = [[c.strip() for c in line.split("|")] for line in lines
+             if "raw kept until received (BLMOVE to a held list)" in line]
+    assert [row[0] for row in floor] == ["100 B", "20 KB"], floor
+    for row in floor:  # msgs/s (min-max), MB/s, CPU µs/msg (min-max), speed and CPU vs raw
+        figures = [float(x.replace(",", "")) for x in re.findall(r"[\d,]+(?:\.\d+)?", " ".join(row[2:7]))]
+        assert len(figures) == 9 and all(x > 0 for x in figures), row
     verdicts = [line for line in goals.strip().splitlines()]
-    assert len(verdicts) == 2 + 3 + 2 + 4, verdicts  # (a), (b), (c), (d)
+    assert len(verdicts) == 2 + 2 * 3 + 2 + 4, verdicts  # (a), (b) and (b, floor), (c), (d)
+    growth = [v.split()[0] + " " + v.split()[1] for v in verdicts if v.startswith("  (b")]
+    assert growth == ["(b) 20", "(b, floor)"] * 3, growth  # each mode's (b), then against the floor
+    assert all(v.endswith("µs/msg over floor)") for v in verdicts if v.startswith("  (b, floor)")), verdicts
     for line in verdicts:
         assert re.search(r" (\d+\.\d\d)x  (met|not met) \(.+\)$", line), line
         assert float(_RATIO.findall(line)[0]) > 0, line
@@ -252,6 +263,7 @@ def test_payload_counts_options_and_goal_thresholds() -> None:
     assert report.batches(100) == (100, 500)
     for size, raw_cpu in ((100, 10.0), (10_000, 20.0)):
         report.line("raw", size).add(1000.0, raw_cpu, None)
+        report.line("floor", size).add(950.0, raw_cpu + (4.0 if size == 100 else 2.0), None)
         report.line("raw x100", size).add(1000.0, 1.0, None)
         report.line("raw x500", size).add(1000.0, 1.0, None)
         for mode, speed in (("default", 900.0), ("bounded", 800.0), ("reliable", 899.0)):
@@ -263,6 +275,9 @@ def test_payload_counts_options_and_goal_thresholds() -> None:
     assert verdict["(a) 10 KB default speed >= 0.9x raw"] == "met"
     assert verdict["(a) 10 KB reliable speed >= 0.9x raw"] == "not met"
     assert verdict["(b) 10 KB default extra CPU <= 1.2x 100 B's"] == "met"  # 12 µs over raw against 10
+    assert verdict["(b, floor) 10 KB default extra CPU <= 1.2x 100 B's"] == "not met"  # 10 µs over it against 6
+    assert any(line.endswith("(10.0 vs 6.00 µs/msg over floor)") for line in goals), goals
+    assert "0.95x / 1.45x" in payload.format_payload_table(report)[3]  # default vs floor at 10 KB: 900/950, 32/22
     assert verdict["(c) 100 B bounded speed >= 0.8x raw"] == "met"
     assert verdict["(d) 10 KB put_many/get_many 100 >= 0.9x raw"] == "met"
     failed = [line for line in goals if "put_many/get_many 500" in line]

@@ -46,10 +46,12 @@ the transport being measured.
 **Payload sizes** (``pressure.bench.payload``, in the default run, or alone with
 ``--payload``): for each of ``--payload-sizes``, one producer and one consumer process move
 up to ``--count`` items (at most 64 MiB, at least 256 items) through raw redis-py
-LPUSH/BRPOP, ``pressure.Queue`` unbounded, bounded and reliable, raw LPUSH/RPOP batches of
-100 and 500 against ``put_many``/``get_many``, and ``multiprocessing.Queue``; msgs/s, MB/s
-and the Redis main thread's CPU per message, the median and range of ``--repeat`` (3)
-rounds, the ratios to raw, and the goals.
+LPUSH/BRPOP, the floor of keeping each item until received (raw LPUSH; DEL of the held list
+and BLMOVE into it per get), ``pressure.Queue`` unbounded, bounded and reliable, raw
+LPUSH/RPOP batches of 100 and 500 against ``put_many``/``get_many``, and
+``multiprocessing.Queue``; msgs/s, MB/s and the Redis main thread's CPU per message, the
+median and range of ``--repeat`` (3) rounds, the ratios to raw (pressure default's to the
+floor too), and the goals.
 
 **Batches** (``pressure.bench.batch``, opt-in with ``--batch``, which runs only it: it takes
 about a minute per round): ``put_many``/``get_many`` against raw redis-py batches and

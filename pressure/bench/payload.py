@@ -9,23 +9,28 @@ fresh pair of processes:
 
 1. raw redis-py: ``LPUSH`` of one item per command, ``BRPOP`` - the baseline
    (``queues.RawRedisTransport``);
-2. ``pressure.Queue(serializer="bytes")``, unbounded: ``put`` / ``get``
+2. the floor: raw ``LPUSH``, and a get that keeps each item in Redis until the consumer has
+   it, with plain commands: ``DEL <held>`` (the item in hand) and ``BLMOVE <list> <held> RIGHT
+   RIGHT`` in one round trip (``queues.RawKeptTransport``): the least work of a get that
+   loses nothing to a consumer killed inside it, so pressure's default mode is compared with
+   it too;
+3. ``pressure.Queue(serializer="bytes")``, unbounded: ``put`` / ``get``
    (``queues.PressureTransport``);
-3. the same with ``maxsize=--maxsize`` (100);
-4. ``reliable=True``: ``get`` and its ``task_done()`` (``queues.ReliableTransport``);
-5. batches of B (``BATCHES``: 100 and 500; a B above N is skipped): raw ``LPUSH key v1..vB``
+4. the same with ``maxsize=--maxsize`` (100);
+5. ``reliable=True``: ``get`` and its ``task_done()`` (``queues.ReliableTransport``);
+6. batches of B (``BATCHES``: 100 and 500; a B above N is skipped): raw ``LPUSH key v1..vB``
    / ``RPOP key B`` against ``put_many`` / ``get_many`` (``batch.RawBatch``,
    ``batch.PressureBatch``);
-6. ``multiprocessing.Queue``: the one-host line (msgs/s only).
+7. ``multiprocessing.Queue``: the one-host line (msgs/s only).
 
 Each line gives msgs/s (N / the consumer's time from the start barrier to its last get),
 MB/s, and the Redis server's CPU time per message: the main thread's ``INFO cpu`` (the
 whole process's where the server has no per-thread figures), read by the consumer just
 before the start barrier and after its last get, / N. Rounds take turns (``--repeat``, 3
 by default here): each round runs every size and every line; the report gives each line's
-median and its min-max over the rounds, and the ratios to raw and the goals are of the
-medians. Nothing is flushed: every list and queue has a name of its own and is deleted
-after its line.
+median and its min-max over the rounds, and the ratios to raw (and to the floor) and the
+goals are of the medians. Nothing is flushed: every list and queue has a name of its own and
+is deleted after its line.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from multiprocessing.context import SpawnContext
 from ._harness import (START_METHOD, WARMUP, BenchConfig, Phase, PhaseResult, Transport, fmt, print_lines,
                        progress, ratio, render_table, size_text, spawn_context, timed_phase)
 from .batch import CELL_BYTES, BatchTransport, Cell, CellRun, PressureBatch, RawBatch, run_warm_cells
-from .queues import MultiprocessingTransport, PressureTransport, RawRedisTransport, ReliableTransport
+from .queues import (MultiprocessingTransport, PressureTransport, RawKeptTransport, RawRedisTransport,
+                     ReliableTransport)
 
 __all__ = [
     "BATCHES",
@@ -62,6 +68,8 @@ MIN_MESSAGES = 256
 BATCHES = (100, 500)
 #: The single-item pressure lines, in table order (the keys of ``Runs``).
 MODES = ("default", "bounded", "reliable")
+#: The floor line's key: raw, keeping each item in Redis until received.
+FLOOR = "floor"
 #: The goals: speed at big payloads, the extra CPU's growth, speed at the smallest payload,
 #: batches; "big" is this size and more.
 BIG = 10_000
@@ -138,6 +146,7 @@ class PayloadReport:
 def _single_lines(url: str, maxsize: int) -> list[tuple[str, Callable[[], Transport]]]:
     """The single-item lines, baseline first: (key, a factory of a fresh transport)."""
     return [("raw", functools.partial(RawRedisTransport, url)),
+            (FLOOR, functools.partial(RawKeptTransport, url)),
             ("default", functools.partial(PressureTransport, url, 0)),
             ("bounded", functools.partial(PressureTransport, url, maxsize)),
             ("reliable", functools.partial(ReliableTransport, url)),
@@ -195,8 +204,8 @@ def run_payloads(url: str, config: BenchConfig, shared: bool = False) -> Payload
 
 # -- the report -----------------------------------------------------------------------
 
-_LABELS = {"raw": "raw LPUSH/BRPOP", "default": "pressure default", "bounded": "pressure bounded",
-           "reliable": "pressure reliable", "mp": "multiprocessing.Queue"}
+_LABELS = {"raw": "raw LPUSH/BRPOP", FLOOR: RawKeptTransport.label, "default": "pressure default",
+           "bounded": "pressure bounded", "reliable": "pressure reliable", "mp": "multiprocessing.Queue"}
 
 
 def _label(key: str, maxsize: int) -> str:
@@ -212,27 +221,30 @@ def _label(key: str, maxsize: int) -> str:
 
 
 def _baseline(key: str) -> str | None:
-    """The line a line is compared with: raw, or raw batches of the same size; None for the
-    baselines themselves and for multiprocessing.Queue."""
-    if key in MODES:
+    """The line a line is compared with: raw (the floor's too), or raw batches of the same size;
+    None for the baselines themselves and for multiprocessing.Queue."""
+    if key in MODES or key == FLOOR:
         return "raw"
     if key.startswith("batch x"):
         return "raw x" + key.removeprefix("batch x")
     return None
 
 
-def _vs(report: PayloadReport, key: str, size: int) -> tuple[float | None, float | None]:
-    """A line's speed and CPU per message as ratios to its baseline's (medians)."""
-    base = _baseline(key)
+def _vs(report: PayloadReport, key: str, size: int,
+        base: str | None = None) -> tuple[float | None, float | None]:
+    """A line's speed and CPU per message as ratios to ``base``'s, by default its baseline's
+    (medians)."""
+    base = base or _baseline(key)
     if base is None:
         return None, None
     ours, theirs = report.line(key, size), report.line(base, size)
     return ratio(ours.rate, theirs.rate), ratio(ours.cpu, theirs.cpu)
 
 
-def _extra(report: PayloadReport, key: str, size: int) -> float | None:
-    """A line's server CPU per message above its baseline's, in µs (medians)."""
-    base = _baseline(key)
+def _extra(report: PayloadReport, key: str, size: int, base: str | None = None) -> float | None:
+    """A line's server CPU per message above ``base``'s, by default its baseline's, in µs
+    (medians)."""
+    base = base or _baseline(key)
     ours, theirs = report.line(key, size).cpu, report.line(base, size).cpu if base else None
     return None if ours is None or theirs is None else ours - theirs
 
@@ -246,10 +258,11 @@ def _cpu_digits(value: float | None) -> int:
 
 
 def format_payload_table(report: PayloadReport) -> list[str]:
-    """One row per payload size: raw's figures, and every other line against its baseline."""
-    header = ("payload", "msgs", "raw msgs/s (MB/s)", "raw CPU µs/msg",
-              *(f"{m}: speed / CPU" for m in MODES), *(f"batch {b}: speed / CPU" for b in BATCHES),
-              "mp.Queue msgs/s")
+    """One row per payload size: raw's figures, every other line against its baseline, and
+    pressure default against the floor."""
+    header = ("payload", "msgs", "raw msgs/s (MB/s)", "raw CPU µs/msg", "floor: speed / CPU",
+              *(f"{m}: speed / CPU" for m in MODES), "default vs floor: speed / CPU",
+              *(f"batch {b}: speed / CPU" for b in BATCHES), "mp.Queue msgs/s")
     rows = [header]
     for size in report.sizes:
         raw = report.line("raw", size)
@@ -258,8 +271,9 @@ def format_payload_table(report: PayloadReport) -> list[str]:
         batches = [_pair(*_vs(report, _batch(b), size)) if b in report.batches(size) else "-" for b in BATCHES]
         mp = report.line("mp", size)
         rows.append((size_text(size), f"{messages(size, report.count):,}", raw_text,
-                     fmt(raw.cpu, _cpu_digits(raw.cpu)),
-                     *(_pair(*_vs(report, m, size)) for m in MODES), *batches,
+                     fmt(raw.cpu, _cpu_digits(raw.cpu)), _pair(*_vs(report, FLOOR, size)),
+                     *(_pair(*_vs(report, m, size)) for m in MODES), _pair(*_vs(report, "default", size, FLOOR)),
+                     *batches,
                      "error" if mp.errors else fmt(mp.rate)))
     return render_table(rows)
 
@@ -276,7 +290,7 @@ def format_payload_spread(report: PayloadReport) -> list[str]:
     rows = [("payload", "line", "msgs/s (min-max)", "MB/s", "CPU µs/msg (min-max)", "speed vs base",
              "CPU vs base", "extra CPU µs/msg")]
     for size in report.sizes:
-        keys = ["raw", *MODES, *(k for b in report.batches(size) for k in (_raw_batch(b), _batch(b))), "mp"]
+        keys = ["raw", FLOOR, *MODES, *(k for b in report.batches(size) for k in (_raw_batch(b), _batch(b))), "mp"]
         for key in keys:
             runs = report.line(key, size)
             speed, cpu = _vs(report, key, size)
@@ -303,12 +317,25 @@ def _rates(report: PayloadReport, key: str, size: int) -> str:
     return f"{fmt(report.line(key, size).rate)} vs {fmt(report.line(base, size).rate)} msgs/s"
 
 
+def _growth(report: PayloadReport, mode: str, size: int, smallest: int, base: str) -> str:
+    """Goal (b)'s line for ``mode`` at ``size``: its server CPU per message above ``base``'s
+    (raw, or the floor: "(b, floor)") within GOAL_EXTRA_CPU of that at ``smallest``."""
+    extra, small = _extra(report, mode, size, base), _extra(report, mode, smallest, base)
+    numbers = f"{fmt(extra, _cpu_digits(extra))} vs {fmt(small, _cpu_digits(small))} µs/msg over {base}"
+    grows = None if extra is None or small is None or small <= 0 else extra / small
+    tag = "(b)" if base == "raw" else f"(b, {base})"
+    return _goal(f"{tag} {size_text(size)} {mode} extra CPU <= {GOAL_EXTRA_CPU}x {size_text(smallest)}'s",
+                 grows, GOAL_EXTRA_CPU, numbers, at_most=True)
+
+
 def format_payload_goals(report: PayloadReport) -> list[str]:
     """The section's goals, from the medians, each met or not met with its figures:
     (a) at every payload of BIG and more, default and reliable at least 0.9x raw's speed;
     (b) there, each mode's extra server CPU per message over raw within 1.2x of its extra
-    at the smallest payload; (c) at the smallest payload, default and bounded at least 0.8x
-    raw; (d) every batch line at least 0.9x raw batches of its size."""
+    at the smallest payload, and beside it "(b, floor)", the same over the floor line (how
+    much of the extra is the guarantee of keeping an item until received); (c) at the
+    smallest payload, default and bounded at least 0.8x raw; (d) every batch line at least
+    0.9x raw batches of its size."""
     smallest = min(report.sizes)
     big = [s for s in report.sizes if s >= BIG and s != smallest]
     lines = ["goals (payload sizes, from the medians):"]
@@ -318,11 +345,7 @@ def format_payload_goals(report: PayloadReport) -> list[str]:
                                _vs(report, mode, size)[0], GOAL_BIG_SPEED, _rates(report, mode, size)))
     for size in big:
         for mode in MODES:
-            extra, small = _extra(report, mode, size), _extra(report, mode, smallest)
-            numbers = f"{fmt(extra, _cpu_digits(extra))} vs {fmt(small, _cpu_digits(small))} µs/msg over raw"
-            grows = None if extra is None or small is None or small <= 0 else extra / small
-            lines.append(_goal(f"(b) {size_text(size)} {mode} extra CPU <= {GOAL_EXTRA_CPU}x "
-                               f"{size_text(smallest)}'s", grows, GOAL_EXTRA_CPU, numbers, at_most=True))
+            lines += [_growth(report, mode, size, smallest, "raw"), _growth(report, mode, size, smallest, FLOOR)]
     for mode in ("default", "bounded"):
         lines.append(_goal(f"(c) {size_text(smallest)} {mode} speed >= {GOAL_SMALL_SPEED}x raw",
                            _vs(report, mode, smallest)[0], GOAL_SMALL_SPEED, _rates(report, mode, smallest)))
@@ -343,6 +366,10 @@ def print_payload_report(report: PayloadReport, config: BenchConfig) -> None:
           f"fewer than {MIN_MESSAGES}; batches of {', '.join(map(str, BATCHES))} where N holds one")
     print("  speed / CPU: msgs/s and the Redis main thread's CPU per message (INFO cpu) as ratios to raw "
           "LPUSH/BRPOP, the batch columns to raw LPUSH xB / RPOP B; medians over the rounds")
+    print("  floor: raw LPUSH, and a get that keeps each item in Redis until received, with plain commands "
+          "(DEL <held> and")
+    print("    BLMOVE <list> <held> in one round trip); 'default vs floor': pressure default's speed / CPU "
+          "as ratios to the floor's")
     if report.shared:
         print("  the server is not the run's own: its CPU figures count other clients' commands too")
     print_lines(format_payload_table(report))

@@ -18,6 +18,7 @@ from typing import Any, cast
 import redis
 import redis.asyncio
 
+from .._packing import pack_command
 from ..aio import AsyncQueue
 from ..keys import QueueKeys
 from ..queue import Queue
@@ -31,6 +32,7 @@ __all__ = [
     "MultiprocessingTransport",
     "PressureTransport",
     "RawAsyncTransport",
+    "RawKeptTransport",
     "RawRedisTransport",
     "ReliableTransport",
     "SpecLiteralTransport",
@@ -142,6 +144,47 @@ class RawRedisTransport(Transport):
     def cleanup(self) -> None:
         if self.list_key:
             delete_keys(self.url, [self.list_key])
+
+
+def _kept_get(client: redis.Redis, drop_and_move: bytes, key: str) -> bytes:
+    """One round trip: the DEL of the held list (the item the consumer now has) and the BLMOVE
+    of the next item into it, written together; the BLMOVE's reply is the item."""
+    conn: Any = client.connection_pool.get_connection()  # (redis-py's Connection is untyped)
+    try:
+        conn.send_packed_command([drop_and_move])
+        conn.read_response()  # DEL: 0 or 1
+        reply = conn.read_response()
+    finally:
+        client.connection_pool.release(conn)
+    if reply is None:
+        raise TimeoutError(f"BLMOVE {key} timed out after {GET_TIMEOUT} s")
+    return cast(bytes, reply)
+
+
+class RawKeptTransport(RawRedisTransport):
+    """The floor of a get that keeps each item in Redis until the consumer has it, with plain
+    commands and no script: raw's LPUSH; per get, ``DEL <held>`` and ``BLMOVE <list> <held>
+    RIGHT RIGHT <timeout>`` in one write. The server copies each payload once more than
+    BRPOP's (into the held list, then out), as any queue that keeps what it hands out must."""
+
+    key = "raw-kept"
+    label = "raw kept until received (BLMOVE to a held list)"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.held_key = ""
+
+    def setup(self, ctx: SpawnContext) -> None:
+        self.list_key, self.held_key = unique_name("raw"), unique_name("raw-held")
+
+    def open_get(self) -> Get:
+        packed = (pack_command("DEL", self.held_key)
+                  + pack_command("BLMOVE", self.list_key, self.held_key, "RIGHT", "RIGHT", int(GET_TIMEOUT)))
+        return functools.partial(_kept_get, redis.Redis.from_url(self.url), packed, self.list_key)
+
+    def cleanup(self) -> None:
+        if self.list_key:
+            delete_keys(self.url, [self.list_key, self.held_key])
 
 
 class MultiprocessingTransport(Transport):
