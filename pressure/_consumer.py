@@ -126,8 +126,8 @@ class _Consumer(_ConsumerState[T]):
               native: bool = False) -> bytes | Native:
         """get.lua 'block' (and 'woken'): wait up to ``wait`` seconds (None: forever), or until
         ``interrupt()`` is true when the wait is woken. ``native``: the item moves natively
-        (get.lua flag 'N'), taken by a 'nowait' first (a 'block' that finds an item queued
-        hands it over as an entry)."""
+        (get.lua flag 'N': 'nowait', 'block' and 'woken' each in a MULTI with the BLMOVE that
+        moves it)."""
         now = time.monotonic()
         deadline = math.inf if wait is None else now + max(wait, 0.0)
         busy_deadline = max(deadline, now + self.backend.slice)
@@ -135,7 +135,7 @@ class _Consumer(_ConsumerState[T]):
         backend = self.backend
         command = self.get_command
         waited, self.waited = self.waited, True
-        if not waited or native:
+        if not waited:
             # the last get left items queued (a backlog): 'nowait' takes the next one with the
             # script alone, without the BLMOVE behind it (one command and one reply less,
             # client and server), and says whether more are queued; finding none (another
@@ -153,7 +153,8 @@ class _Consumer(_ConsumerState[T]):
                 self.waited = not more  # none left: the next get sends the pipeline (and 'woken')
                 return entry  # type: ignore[no-any-return]
             waited = True  # empty, busy, closed or gone: the pipeline below tells which
-        tail = self._tail(cid, "block", "1" if wait is not None and wait < 0 else "0")
+        idle = "N" if native else "0"  # get.lua's flag for 'block' (a native one may move the item)
+        tail = self._tail(cid, "block", "1" if wait is not None and wait < 0 else idle)
         # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the
         # BLMOVE returns (one round trip); left out while gets find items queued (it would
         # find nothing to do), at the cost of one more round trip the first time one waits
@@ -163,7 +164,9 @@ class _Consumer(_ConsumerState[T]):
         def blmove(wait_for: float, then: list[bytes | str | int] | None) -> tuple[Any, Any, Any]:
             status, reply, taken = backend.script_then_blmove(command, tail, inbox, inflight, wait_for, then,
                                                               moves, 2)
-            if moves and isinstance(taken, list):  # the EXEC's replies: get.lua's, then BLMOVE's
+            if moves and isinstance(status, list):  # the EXEC's replies: get.lua's, then BLMOVE's
+                status = self.native_result(status[0], status[1])  # [Native, left], or a status
+            if moves and isinstance(taken, list):
                 taken = self.native_result(taken[0], taken[1])
                 taken = taken[0] if isinstance(taken, list) else taken  # ('n': {entry or Native, left})
             return status, reply, taken
@@ -173,7 +176,11 @@ class _Consumer(_ConsumerState[T]):
             status, reply, taken = blmove(_wait_time(self.slice(), deadline), woken if waited else None)
             first = True
             while True:
-                tail[GET_FLAG] = "0"
+                tail[GET_FLAG] = idle
+                if isinstance(status, list):  # 'block' moved an item queued natively
+                    maybe_waiting = False
+                    self.waited = not (first and status[1] > 0)  # more queued: 'nowait' next
+                    return status[0]  # type: ignore[no-any-return]
                 if reply is not None and not reply.startswith(b"s:"):  # not a wake-up
                     maybe_waiting = False  # a delivery ends the wait (get.lua unregistered us)
                     # found queued with more behind it: the next get tries 'nowait' alone

@@ -357,7 +357,7 @@ class Backend(Wire):
     def script_then_blmove(self, command: PackedScript, tail: Sequence[bytes | str | int],
                            source: str, destination: str, timeout: float,
                            then: Sequence[bytes | str | int] | None = None,
-                           then_moves: bytes = b"", then_count: int = 0) -> tuple[Any, Any, Any]:
+                           moves: bytes = b"", count: int = 0) -> tuple[Any, Any, Any]:
         """Send a script, ``BLMOVE source destination RIGHT LEFT timeout`` and, with
         ``then``, the same script again with the tail ``then``, in one pipeline (one
         round trip) on this thread's connection: the second call runs as soon as the
@@ -372,16 +372,17 @@ class Backend(Wire):
         server refused for now, or whose reply was lost with a connection redis-py dropped
         on the script's error reply (LOADING), gives None (and so does a second script
         call lost that way): the caller must then take back what the BLMOVE may have
-        moved (get.lua 'cancel') before it gets again. With ``then_moves`` (``then_count``
-        commands), the second call and they go in one MULTI/EXEC (a native get, get.lua flag
-        'N'): the third result is then the EXEC's replies (the call's, then the commands'), or
-        an error (a refusal at queueing, or the EXEC's).
+        moved (get.lua 'cancel') before it gets again. With ``moves`` (``count`` commands),
+        each script call goes in a MULTI/EXEC with them behind it (a native get, get.lua flag
+        'N'): its result is then the EXEC's replies (the call's, then the commands'), or an
+        error (a refusal at queueing, or the EXEC's).
         """
-        second_call = b"" if then is None else command.pack(then)
-        if then is not None and then_moves:
-            second_call = _MULTI + second_call + then_moves + _EXEC
-        data = [command.pack(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
-                + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout)) + second_call]
+        def call(call_tail: Sequence[bytes | str | int]) -> bytes:
+            packed = command.pack(call_tail)
+            return _MULTI + packed + moves + _EXEC if moves else packed
+
+        data = [call(tail) + b"*6\r\n$6\r\nBLMOVE\r\n" + _bulk(source) + _bulk(destination)
+                + b"$5\r\nRIGHT\r\n$4\r\nLEFT\r\n" + _bulk(repr(timeout)) + (b"" if then is None else call(then))]
         what = f"script {command.name} and BLMOVE"
 
         def send() -> tuple[redis.connection.AbstractConnection, bool]:
@@ -392,11 +393,17 @@ class Backend(Wire):
             self._send(conn, [_load_command(command.name), *data] if load else data, what)
             return conn, load
 
+        def read_call() -> Any:
+            if not moves:
+                return self._read(conn, what, True)
+            replies = self._transaction_replies(conn, what, (), 1 + count, 0)
+            return replies[0] if isinstance(replies[0], redis.RedisError) else replies
+
         conn, load = self._until_served(what, send)
         loaded = self._read(conn, what, True) if load else None
         if load and _dropped_with(loaded):  # (LOADING) the replies behind it went with the connection
             return loaded, None, None
-        first = self._read(conn, what, True)
+        first = read_call()
         if load:
             self._script_loaded(command.name, loaded)
             if isinstance(first, redis.exceptions.NoScriptError) and isinstance(loaded, redis.RedisError):
@@ -405,11 +412,7 @@ class Backend(Wire):
         second = None if _dropped_with(first) else self._read(conn, what, True)
         third = None
         if then is not None and not _dropped_with(first) and not _dropped_with(second):
-            if then_moves:
-                replies = self._transaction_replies(conn, what, (), 1 + then_count, 0)
-                third = replies[0] if isinstance(replies[0], redis.RedisError) else replies
-            else:
-                third = self._read(conn, what, True)
+            third = read_call()
         if isinstance(first, redis.exceptions.NoScriptError):
             self._loaded.discard(command.name)
         if refused_for_now(second):

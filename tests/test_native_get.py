@@ -332,3 +332,24 @@ def test_a_lost_reply_s_cancel_leaves_a_received_native_delivery_alone(make_queu
     assert q.get() == _payload(b"c")  # b was never given back: no duplicate
     q.task_done()
     _drained_stats(q, r)
+
+
+def test_a_waiting_get_s_block_call_moves_an_item_queued_natively(make_queue: Any, r: redis.Redis) -> None:
+    """After a get that found the queue empty, the next sends its 'block' call at once (no
+    'nowait' first): it too moves an item it finds queued natively, behind a wake-up that ends
+    its BLMOVE at once."""
+    q = make_queue("block-native", serializer="bytes")
+    q.put(_payload(b"warm"))
+    assert q.get() == _payload(b"warm")  # large from now on; it left nothing queued
+    q.put(_payload(b"queued"))
+    consumer = q._consumer
+    assert consumer.waited
+    delivery = consumer.receive(True, 5)
+    assert delivery.item == _payload(b"queued")
+    assert r.lrange(q.keys.held(delivery.consumer), 1, -1) == [_payload(b"queued")]  # natively
+    consumer.drop_received(delivery.consumer)
+    q.put(_payload(b"next"))
+    assert q.get(timeout=5) == _payload(b"next")
+    assert r.llen(q.keys.inflight(delivery.consumer)) == 0 and r.llen(q.keys.inbox(delivery.consumer)) == 0
+    _drained_stats(q, r)
+    assert_invariants(r, q)

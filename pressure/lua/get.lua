@@ -27,8 +27,8 @@
 -- <deliveries> empty when every item is delivered for the first time, else
 -- each item's count, comma-separated; the batch counts as received under the
 -- delivery number 'h<first seq>'.
--- Flag 'N' ('nowait', 'woken' that turns into it, and 'batch'; 'K' is 'batch''s 'k' so): the
--- payloads move natively (in reliable mode, one at a time: a consumer's held list holds its one
+-- Flag 'N' ('nowait', 'woken' that turns into it, 'block' and 'batch'; 'K' is 'batch''s 'k' so):
+-- the payloads move natively (in reliable mode, one at a time: a consumer's held list holds its one
 -- native delivery until it is acknowledged, released or requeued, as the in-flight list holds the
 -- others). The caller sends the script in a MULTI followed by
 -- 'BLMOVE <gate> <held> RIGHT RIGHT 0' (one; for 'batch', as many as ARGV[7] asks for: in a
@@ -110,7 +110,8 @@
 --           'n' ('nowait') a blocking get's first try: the entry comes with how many
 --               items are still queued (1 for one from the inbox: maybe more)
 --           'N' ('nowait', 'woken') the same, moving the payload natively where it can (see
---               above): then the answer is {seq, 1, ms, items still queued}
+--               above): then the answer is {seq, 1, ms, items still queued}; ('block') '0' so,
+--               with the same answer (and a wake-up in the inbox: its BLMOVE answers at once)
 --           'N', 'K' ('batch') moving the payloads natively where it can, 'K' as 'k': then the
 --               answer is {first seq, how many, ms, items still queued}
 --           ('drop') the number of the native batch the client has in hand ('<seq>')
@@ -137,7 +138,8 @@
 --   'log':    {the log's tail, how many it logged (>= 1), then the delivery number and
 --             deliveries of each of them delivered before}, or the negative codes of
 --             'nowait', or -9 (entries wait in the inbox)
---   'block':  1 (an entry is in the inbox), 2 (the same, and more items are queued),
+--   'block':  1 (an entry is in the inbox), 2 (the same, and more items are queued), as
+--             'nowait' with 'N' when it moved the item natively,
 --             -6 (registered as the waiter),
 --             -2 (role held by another client), -3, -4, -7 (negative timeout), -8
 local items_key = KEYS[1]
@@ -452,7 +454,7 @@ if len > 0 then
   if mode ~= 'nowait' then want = wanted(len) end
   local now = now_ms_text()
   -- (a reliable consumer holds one native delivery at most: the held list)
-  if native and not taken and (mode == 'nowait' or mode == 'batch') and ITEMS_TYPE == 'list'
+  if native and not taken and mode ~= 'many' and mode ~= 'log' and ITEMS_TYPE == 'list'
       and (default_mode or redis.call('EXISTS', held) == 0) then
     -- the items move by the BLMOVEs behind this script (see the header): here, the decision
     -- and the accounting. (A user the ACL refuses RENAME gets entries, as without 'N'.)
@@ -464,6 +466,7 @@ if len > 0 then
       add(consumed_messages, want)
       keep_permit(not_full, len + waiting, bound, permits)
       stop_waiting()
+      if mode == 'block' then redis.call('LPUSH', inbox, 's:') end  -- its BLMOVE answers at once
       return {first, want, tonumber(now), len}
     end
   end
