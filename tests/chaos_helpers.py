@@ -396,7 +396,9 @@ class Life:
 
 
 def held_by(r: redis.Redis, keys: QueueKeys, client_id: str) -> list[Any]:
-    """The items in the in-flight lists and inboxes of every handle of ``client_id``."""
+    """The items in the in-flight lists, inboxes and held lists of every handle of
+    ``client_id`` (a held list: a header, then stored items, as get_many's batch and a native
+    get leave it)."""
     out = []
     for prefix in (keys.inflight_prefix, keys.inbox_prefix):
         for key in r.scan_iter(match=f"{prefix}{client_id}#*", count=1000):
@@ -404,6 +406,8 @@ def held_by(r: redis.Redis, keys: QueueKeys, client_id: str) -> list[Any]:
                 parsed = parse_entry(entry if isinstance(entry, bytes) else entry.encode())
                 if parsed is not None:
                     out.append(parsed[2])
+    for key in r.scan_iter(match=f"{keys.held_prefix}{client_id}#*", count=1000):
+        out += [pickle.loads(item) for item in r.lrange(key, 1, -1)]
     return out
 
 
