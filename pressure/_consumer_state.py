@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: What a native get (lua/get.lua flag 'N') received: its delivery number, deliveries, time
-#: (ms) and the payload, which came apart from them (the LMOVE's reply).
+#: (ms) and the payload, which came apart from them (the BLMOVE's reply).
 Native = tuple[str, int, int, bytes]
 
 #: The most default-mode task_done() tokens a handle keeps (see _ConsumerState.owing).

@@ -156,7 +156,7 @@ def _add_payload(chunks: list[bytes], small: list[bytes], payload: bytes) -> lis
     return [b"\r\n"]
 
 
-#: From this many payload bytes, a payload moves natively: by LSET/LPUSHX (a put) or LMOVE (a
+#: From this many payload bytes, a payload moves natively: by LSET/LPUSHX (a put) or BLMOVE (a
 #: get) in one MULTI/EXEC with the script that decides and accounts, never entering Lua (which
 #: copies an argument or a reply into a Lua string, about 4 ns a byte). Below it, the script
 #: takes or returns the payload itself: one command costs the server less than a transaction's
