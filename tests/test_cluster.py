@@ -320,3 +320,28 @@ def test_concurrent_threads_share_a_routed_handle(cluster: ClusterTopology, pref
     for thread in threads:
         thread.join(30)
     assert sorted(got) == list(range(100))
+
+
+@pytest.mark.parametrize("reliable", [False, True], ids=["default", "reliable"])
+def test_large_payloads_move_natively_on_every_slot(cluster: ClusterTopology, prefix: str, reliable: bool) -> None:
+    """Puts and gets of 4 KiB or more are a MULTI/EXEC of the script and the commands that move
+    the bytes (lua/put.lua ARGV[3] 'm', lua/get.lua flag 'N'): every key in the queue's slot,
+    on the slot's master."""
+    for tag in TAGS:
+        q: pressure.Queue[bytes] = pressure.Queue(f"big{tag}", url=cluster.url, prefix=prefix, serializer="bytes",
+                                                  reliable=reliable)
+        items = [bytes([65 + i]) * 10_000 for i in range(6)]
+        q.put(items[0])
+        q.put_many(items[1:])
+        got = [q.get(timeout=5) for _ in range(4)] + q.get_many(10)
+        assert got == items
+        if reliable:
+            for _ in items:
+                q.task_done()
+        s = q.statistics()
+        assert (s.size, s.taken, s.consumed_bytes) == (0, 0, s.produced_bytes)
+        owner = cluster.master_of(q._keys.base)
+        stats = redis.Redis.from_url(owner.url).info("commandstats")
+        assert stats.get("cmdstat_lset", {}).get("calls", 0) > 0 and stats.get("cmdstat_blmove", {}).get("calls", 0) > 0
+        q.delete()
+        q.disconnect()

@@ -80,15 +80,19 @@ def test_a_demoted_master_refuses_loudly_on_a_direct_url(topology: SentinelTopol
 # not promoted confirms them until it is moved to the new master (then they are lost with it):
 # only a confirmation by every replica (2 of 2) rules that out; the new master then has one
 # replica until the old one rejoins as a replica, so durable writes stall until it does.
-@pytest.mark.parametrize("event,replicas", [("failover", 2), ("kill", 1)])
+# "kill, large": the same with 5,000-byte payloads, which move natively (a MULTI/EXEC around the
+# script, a WAIT behind it).
+@pytest.mark.parametrize("event,replicas,pad", [("failover", 2, 0), ("kill", 1, 0), ("kill", 1, 5000)],
+                         ids=["failover", "kill", "kill-large"])
 def test_producer_and_consumer_keep_going_through_a_failover(
-        event: str, replicas: int, prefix: str, chaos_figures: list[str]) -> None:
+        event: str, replicas: int, pad: int, prefix: str, chaos_figures: list[str]) -> None:
+    from tests.chaos_helpers import PaddedSerializer
     from tests.sentinel_traffic import run
 
     with SentinelTopology(replicas=2) as topo:
         def make() -> pressure.Queue[Any]:
             return pressure.Queue("q", connection=topo.master_for(), prefix=prefix, reliable=True,
-                                  visibility_timeout=2.0,
+                                  visibility_timeout=2.0, serializer=PaddedSerializer(pad),
                                   durability=pressure.Durability(replicas=replicas, timeout=0.5))
 
         def happen() -> None:
@@ -104,7 +108,8 @@ def test_producer_and_consumer_keep_going_through_a_failover(
             probe.close()
 
         traffic = run(make, happen, producer_pause=0.001, consumer_pause=0.002)
-    chaos_figures.append(f"sentinel {event}, durability {replicas} of 2 replicas: {traffic.summary()}")
+    payloads = f", {pad}-byte payloads" if pad else ""
+    chaos_figures.append(f"sentinel {event}{payloads}, durability {replicas} of 2 replicas: {traffic.summary()}")
     assert traffic.acked and not traffic.lost(), traffic.summary()
     # a duplicate only where a put or an ack raised (the caller was told it was unsure)
     assert len(traffic.duplicated()) <= len(traffic.unsure) + traffic.unsure_acks, traffic.summary()
