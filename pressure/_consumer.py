@@ -12,9 +12,10 @@ Every get sends get.lua in one of its modes (see its header):
 * 'many' (``many``): up to n items queued now, each a Delivery; 'batch' (``batch``): up
   to n items as they are stored, under one header, for get_many in the default mode;
   'log' (``logged``): up to n items straight into a stream reader's log (QueueLog's);
-* flag 'N' (``native_call``, ``native_batch``): in the default mode, once the last payload
-  received was large, 'nowait', 'woken' and 'batch' go in a MULTI with the BLMOVEs that move the
-  items into this consumer's held list, so that no payload enters Lua;
+* flag 'N' (``native_call``, ``queued_after``): once the last payload received was large,
+  'nowait', 'block', 'woken' and (default mode) 'batch' go in a MULTI with the BLMOVEs that move
+  the items into this consumer's held list, so that no payload enters Lua (a reliable consumer
+  holds one such delivery at a time);
 * 'cancel' (``cancel``): stop waiting, give the role back (only if still the waiter) and
   return what the in-flight list holds that was never received to the inbox. A cancel
   that fails on a dropped connection is kept and retried before this consumer's next call
@@ -112,15 +113,27 @@ class _Consumer(_ConsumerState[T]):
         return self.native_result(result, payload)
 
     @staticmethod
-    def native_result(result: Any, payload: Any) -> Any:
-        """get.lua's reply to a call with flag 'N' and the BLMOVE's behind it: a ``Native`` if the
-        item moved natively, else the script's reply."""
-        if isinstance(result, list) and len(result) == 4 and isinstance(result[0], int):
-            seq, deliveries, ms, left = result
-            if not isinstance(payload, bytes):
-                raise ProtocolError(f"get script took an item natively, but BLMOVE answered {payload!r}")
-            return [(str(seq), int(deliveries), int(ms), payload), left]
-        return result
+    def native_taken(result: Any, moved: Sequence[Any]) -> tuple[int, int, list[bytes], int] | None:
+        """If ``result``, get.lua's reply to a call with flag 'N', says it moved items natively:
+        (the first delivery number, the delivery time in ms, the payloads: the replies ``moved``
+        of the BLMOVEs behind it, items still queued); else None."""
+        if not (isinstance(result, list) and len(result) == 4 and isinstance(result[0], int)):
+            return None
+        first, count, ms, left = result
+        payloads = list(moved[:count])
+        if len(payloads) != count or not all(isinstance(payload, bytes) for payload in payloads):
+            raise ProtocolError(f"get script took {count} items natively, but BLMOVE answered {payloads!r}")
+        return first, ms, payloads, left
+
+    @classmethod
+    def native_result(cls, result: Any, payload: Any) -> Any:
+        """get.lua's reply to a call with flag 'N' and the BLMOVE's behind it: [a ``Native``,
+        items still queued] if the item moved natively, else the script's reply."""
+        taken = cls.native_taken(result, [payload])
+        if taken is None:
+            return result
+        first, ms, (moved,), left = taken
+        return [(str(first), 1, ms, moved), left]
 
     def block(self, cid: str, wait: float | None, interrupt: Callable[[], bool] | None = None,
               native: bool = False) -> bytes | Native:
@@ -351,22 +364,31 @@ class _Consumer(_ConsumerState[T]):
         cid, _, result = self.queued_after((), mode, n, keep)
         return cid, result
 
-    def queued_after(self, before: Sequence[Call], mode: str, n: int,
-                     keep: bool = False, share: int = 1) -> tuple[str, list[Any], list[bytes]]:
+    def queued_after(self, before: Sequence[Call], mode: str, n: int, keep: bool = False, share: int = 1,
+                     native: bool = False) -> tuple[str, list[Any], Any]:
         """``queued``, the script calls ``before`` going ahead of it in the same round trip
         (``Backend.pipeline``), as one transaction (all or none of them run): (this consumer's
-        id, their replies, the get's reply). ``share`` ('many'): see ``many_after``."""
+        id, their replies, the get's reply). ``share`` ('many'): see ``many_after``. ``native``
+        ('batch', nothing ``before``): in a MULTI with ``n`` BLMOVEs behind it (get.lua flag 'N');
+        the get's reply is then (a header 'n:<first>:<ms>:', the payloads) if they moved."""
         self.retry_cancels()
         cid = self.id()
         self.roles.sweep_if_due()  # as receive() does: a consumer of batches also recovers dead peers
-        tail = [*self._tail(cid, mode, "k" if keep else "0"), n]
+        tail = [*self._tail(cid, mode, ("K" if keep else "N") if native else ("k" if keep else "0")), n]
         command = self.get_many_command
         if share > 1 and mode == "many":
             command = self.get_share_command
             tail.append(share)
         replies: list[Any] = []
         try:
-            if before:
+            if native:
+                result, *moved = self.backend.script_moving(command, tail, [self.get_moves(cid, n)], n + 1,
+                                                            all_replies=True)
+                taken = self.native_taken(result, moved)
+                if taken is not None:
+                    first, ms, payloads, _ = taken
+                    return cid, replies, (b"n:%d:%d:" % (first, ms), payloads)
+            elif before:
                 *replies, result = self.backend.pipeline([*before, (command, tail)], atomic=len(before))
                 if isinstance(result, redis.RedisError):
                     self.backend.raise_error(result, "script get", True)
@@ -389,10 +411,8 @@ class _Consumer(_ConsumerState[T]):
         role). Never waits. ``keep``: see ``queued``. What it takes stays in Redis until
         ``drop_received``. Once the last payload received was large, the items move natively
         (get.lua flag 'N')."""
-        if self.large and self.backend.transactions():
-            cid, result = self.native_batch(min(n, 1000), keep)
-        else:
-            cid, result = self.queued("batch", n, keep)
+        native = self.large and self.backend.transactions()
+        cid, _, result = self.queued_after((), "batch", min(n, 1000) if native else n, keep, native=native)
         if not result:
             return []
         if isinstance(result, tuple):  # natively: (header, the payloads)
@@ -412,34 +432,6 @@ class _Consumer(_ConsumerState[T]):
             return [loads(unwrap(item)) for item in result]
         except Exception:
             return self.load_each(cid, header, result)
-
-    def native_batch(self, n: int, keep: bool) -> tuple[str, Any]:
-        """get.lua 'batch' with flag 'N' ('K' with ``keep``) in a MULTI with ``n`` BLMOVEs behind
-        it: (this consumer's id, (a header 'n:<first>:<ms>:', the payloads taken) if they moved
-        natively, else the script's reply as ``queued`` gives it)."""
-        self.retry_cancels()
-        cid = self.id()
-        self.roles.sweep_if_due()  # as queued() does
-        tail = [*self._tail(cid, "batch", "K" if keep else "N"), n]
-        try:
-            replies = self.backend.script_moving(self.get_many_command, tail, [self.get_moves(cid, n)], n + 1,
-                                                 all_replies=True)
-        except BackendError:
-            self.pending_cancel.append(cid)  # a lost reply: what it took waits in our lists
-            raise
-        result = replies[0]
-        if isinstance(result, list) and len(result) == 4 and isinstance(result[0], int):
-            first, count, ms, _ = result
-            payloads = replies[1:1 + count]
-            if not all(isinstance(payload, bytes) for payload in payloads):
-                raise ProtocolError(f"get script took {count} items natively, but BLMOVE answered {payloads!r}")
-            return cid, (b"n:%d:%d:" % (first, ms), payloads)
-        if not isinstance(result, list):
-            if result in (GetStatus.EMPTY, GetStatus.BUSY, GetStatus.UNDRAINED):
-                return cid, []
-            self.raise_for(result)
-            raise ProtocolError(f"get script returned {result!r}")
-        return cid, result
 
     # -- stopping a wait at its deadline ----------------------------------------------
 

@@ -111,12 +111,10 @@ class _Producer(Generic[T]):
         commands that move payloads for this user); where the bound leaves room for only some of
         a batch, they are sent again as arguments, which put as many as fit."""
         first = payloads[0]
-        if (self.native and not delay_ms and not meta
-                and (len(first) >= NATIVE_BYTES or sum(map(len, payloads[:count])) >= NATIVE_BYTES)
-                and self.backend.transactions()):
-            moving = payloads[:count]
-            moves, commands = pack_moves(self.keys.gate, self.keys.base, moving)
-            tail = self.args(b"%d:%d" % (count, sum(map(len, moving))), b"", False, took)
+        size = sum(map(len, payloads[:count])) if self.native and not delay_ms and not meta else 0
+        if size >= NATIVE_BYTES and self.backend.transactions():
+            moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
+            tail = self.args(b"%d:%d" % (count, size), b"", False, took)
             tail[2] = "M" if negative else "m"
             try:
                 result = self.backend.script_moving(self.command, tail, moves, commands,

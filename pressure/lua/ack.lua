@@ -31,7 +31,7 @@ local all_tasks_done, meta, inflight = KEYS[4], KEYS[5], KEYS[6]
 local delivery, task_done = ARGV[1], ARGV[2]
 
 -- a reliable consumer's native delivery waits in its held list (get.lua flag 'N')
-local held_list, consumed_bytes = held_of(meta, inflight)
+local held_list, consumed_bytes = held_of(inflight)
 if delivery == '*' then
   local held = redis.call('LLEN', inflight)
   if held > 0 then

@@ -515,12 +515,11 @@ local function sibling_key(key, suffix, other)
   return string.sub(key, 1, -(#suffix + 1)) .. other
 end
 
--- The held list of the consumer whose in-flight list is `inflight`, and the queue's
--- :stats:consumed_bytes, named from its :pressure:meta `meta`.
-local function held_of(meta, inflight)
-  local base = sibling_key(meta, ':pressure:meta', '')
-  return base .. ':pressure:held:' .. string.sub(inflight, #base + #':pressure:inflight:' + 1),
-         base .. ':stats:consumed_bytes'
+-- The held list of the consumer whose in-flight list is `inflight` ('<base>:pressure:inflight:<id>':
+-- the last such segment, as no consumer id holds one), and the queue's :stats:consumed_bytes.
+local function held_of(inflight)
+  local base, id = string.match(inflight, '^(.*):pressure:inflight:(.*)$')
+  return base .. ':pressure:held:' .. id, base .. ':stats:consumed_bytes'
 end
 
 -- Whether `held` holds native delivery `delivery` ('*': any), a reliable get's batch of one

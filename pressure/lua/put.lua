@@ -69,10 +69,16 @@ local took_permit, inbox_prefix, order_key = ARGV[4], ARGV[5], ARGV[6]
 local delay = tonumber(ARGV[7]) or 0
 local meta_arg = ARGV[8]
 local native = negative_timeout == 'm' or negative_timeout == 'M'
+local native_count, native_bytes = nil, nil  -- (checked here: bad input changes nothing)
 if native then
   if negative_timeout == 'M' then negative_timeout = '1' end
   if ITEMS_TYPE ~= 'list' or order_key ~= '' or delay ~= 0 or meta_arg ~= '' or #ARGV > 8 then
     return redis.error_reply('PRESSURE native puts are FIFO items with no delay or state')
+  end
+  native_count, native_bytes = string.match(payload, '^(%d+):(%d+)$')
+  native_count = tonumber(native_count)
+  if not native_count or native_count < 1 then
+    return redis.error_reply('PRESSURE bad native put ' .. payload)
   end
 end
 local bound_key, producer_free = items_key .. ':bound', items_key .. ':producer_free'
@@ -176,11 +182,7 @@ if delay > 0 then
 elseif native then
   -- the payloads move by the commands behind this script (see ARGV[3]): here, the decision
   -- and the accounting; the items list is <gate> until the RENAME behind them
-  local count, bytes = string.match(payload, '^(%d+):(%d+)$')
-  count, bytes = tonumber(count), tonumber(bytes)
-  if not count or count < 1 then
-    return redis.error_reply('PRESSURE bad native put ' .. payload)
-  end
+  local count = native_count
   if bound > 0 and len + waiting + count > bound then return -10 end
   local gate = ext .. 'gate'
   if len > 0 then
@@ -192,7 +194,7 @@ elseif native then
   end
   redis.call('LPUSH', gate, '')
   redis.call('INCRBY', produced_messages, count)
-  redis.call('INCRBY', produced_bytes, bytes)
+  redis.call('INCRBY', produced_bytes, native_bytes)
   len = len + count
   put = count
   more = count - 1

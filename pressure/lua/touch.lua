@@ -11,8 +11,7 @@ local inflight = KEYS[1]
 local delivery = ARGV[1]
 local now = redis.call('TIME')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
-local held = string.match(inflight, '^(.*):pressure:inflight:') .. ':pressure:held:'
-  .. string.match(inflight, '^.*:pressure:inflight:(.*)$')
+local held = held_of(inflight)
 -- the native delivery in the held list, re-stamped if it is `delivery` ('*': any): 1, else 0
 local function touch_native()
   local first = string.match(redis.call('LINDEX', held, '0') or '', '^n:([^:]*):')
