@@ -42,7 +42,7 @@ from ._packing import Call
 from ._roles import CONSUMER, MIN_WAIT
 from ._scripts import GET_FLAG, GetStatus
 from ._validate import _TIMEOUT_MESSAGE, _timeout_value
-from .connection import NATIVE_BYTES, refused_for_now
+from .connection import NATIVE_BYTES, _NotTransacted, refused_for_now
 from .errors import BackendError, Empty, IntegrityError, ProtocolError, ShutDown
 from .reliable import Delivery
 
@@ -81,7 +81,7 @@ class _Consumer(_ConsumerState[T]):
         self.roles.sweep_if_due()
         deadline = None if wait is None else time.monotonic() + wait
         while True:
-            native = native and self.large and self.backend.transactions()
+            native = native and self.large and self.backend.transactions(self.keys.gate)
             entry = self.block(cid, wait, interrupt, native) if block else self.nowait(cid, native)
             try:
                 delivery = self.delivery(cid, entry)
@@ -108,8 +108,11 @@ class _Consumer(_ConsumerState[T]):
         """get.lua ``tail`` with flag 'N' in a MULTI with the commands that move the item
         natively (``get_moves``): what a native take received (``Native``), or the script's
         reply as without it (with 'n': {entry, items still queued}, or a status)."""
-        result, payload, _ = self.backend.script_moving(self.get_command, tail, [self.get_moves(cid)], 2,
-                                                        all_replies=True)
+        try:
+            result, payload, _ = self.backend.script_moving(self.get_command, tail, [self.get_moves(cid)], 2,
+                                                            all_replies=True)
+        except _NotTransacted:  # the ACL changed: nothing ran; the script's way
+            return self.backend.script(self.get_command, [*tail[:GET_FLAG], "n", *tail[GET_FLAG + 1:]])
         return self.native_result(result, payload)
 
     @staticmethod
@@ -382,8 +385,12 @@ class _Consumer(_ConsumerState[T]):
         replies: list[Any] = []
         try:
             if native:
-                result, *moved = self.backend.script_moving(command, tail, [self.get_moves(cid, n)], n + 1,
-                                                            all_replies=True)
+                try:
+                    result, *moved = self.backend.script_moving(command, tail, [self.get_moves(cid, n)], n + 1,
+                                                                all_replies=True)
+                except _NotTransacted:  # the ACL changed: nothing ran; the script's way
+                    tail[GET_FLAG] = "k" if keep else "0"
+                    result, moved = self.backend.script(command, tail), []
                 taken = self.native_taken(result, moved)
                 if taken is not None:
                     first, ms, payloads, _ = taken
@@ -411,7 +418,7 @@ class _Consumer(_ConsumerState[T]):
         role). Never waits. ``keep``: see ``queued``. What it takes stays in Redis until
         ``drop_received``. Once the last payload received was large, the items move natively
         (get.lua flag 'N')."""
-        native = self.large and self.backend.transactions()
+        native = self.large and self.backend.transactions(self.keys.gate)
         cid, _, result = self.queued_after((), "batch", min(n, 1000) if native else n, keep, native=native)
         if not result:
             return []

@@ -166,10 +166,17 @@ NATIVE_BYTES = 4096
 
 def pack_get_moves(gate: str, base: str, held: str, count: int = 1) -> bytes:
     """The commands behind a native get's script in its MULTI (lua/get.lua flag 'N'): ``count``
-    times ``BLMOVE gate held RIGHT RIGHT 0`` (an item each, as many as the script took: in a
+    times ``BLMOVE gate held RIGHT RIGHT`` (an item each, as many as the script took: in a
     transaction BLMOVE never blocks; the least ACL rule has it, not LMOVE), then
     ``RENAME gate base``."""
-    return pack_command("BLMOVE", gate, held, "RIGHT", "RIGHT", "0") * count + pack_command("RENAME", gate, base)
+    return pack_command("BLMOVE", gate, held, "RIGHT", "RIGHT", NEVER_WAIT) * count + pack_command(
+        "RENAME", gate, base)
+
+
+#: The timeout of a BLMOVE that must never wait: inside a transaction none does, and should the
+#: server run it outside one (a MULTI refused since ``Backend.transactions`` asked), 0 would wait
+#: forever where this waits a millisecond.
+NEVER_WAIT = "0.001"
 
 
 def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[bytes], int]:

@@ -112,14 +112,14 @@ class _Producer(Generic[T]):
         a batch, they are sent again as arguments, which put as many as fit."""
         first = payloads[0]
         size = sum(map(len, payloads[:count])) if self.native and not delay_ms and not meta else 0
-        if size >= NATIVE_BYTES and self.backend.transactions():
+        if size >= NATIVE_BYTES and self.backend.transactions(self.keys.gate):
             moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
             tail = self.args(b"%d:%d" % (count, size), b"", False, took)
             tail[2] = "M" if negative else "m"
             try:
                 result = self.backend.script_moving(self.command, tail, moves, commands,
                                                     durability=self.durability)
-            except _NotTransacted:  # an ACL rule older than LPUSHX: nothing ran
+            except _NotTransacted:  # the ACL changed since transactions() asked: nothing ran
                 result = PutStatus.NOT_ALL
             if result != PutStatus.NOT_ALL:
                 return result

@@ -32,6 +32,7 @@ from ._packing import pack_command as pack_command
 from ._packing import pack_moves as pack_moves
 from ._packing import pack_get_moves as pack_get_moves
 from ._packing import NATIVE_BYTES as NATIVE_BYTES
+from ._packing import NEVER_WAIT as NEVER_WAIT
 from .durability import Durability
 
 _MULTI = pack_command("MULTI")
@@ -70,8 +71,8 @@ _R = TypeVar("_R")
 
 class _NotTransacted(Exception):
     """``script_moving``'s transaction was refused at queueing: the ACL refuses a command of it
-    (one the user's rule predates). Nothing ran; ``transactions()`` is False from now on, and the
-    caller does the same without moving payloads natively."""
+    (changed since ``transactions()`` asked). Nothing ran; ``transactions()`` is False from now
+    on, and the caller does the same without moving payloads natively."""
 
 #: Redis's default ``proto-max-bulk-len``, assumed where CONFIG GET is refused.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
@@ -148,19 +149,26 @@ class Backend(Wire):
     #: (``transactions``); None: not asked yet
     _transactions: bool | None = None
 
-    def transactions(self) -> bool:
-        """Whether the server runs MULTI/EXEC for this user, asked once per backend (one round
-        trip: MULTI and an empty EXEC). Where MULTI is refused (an ACL without it, a proxy), the
-        commands sent behind it would run one by one: ``script_moving`` must not be used."""
+    def transactions(self, gate: str) -> bool:
+        """Whether the server runs MULTI/EXEC, and in it the commands that move payloads
+        (``pack_moves``, ``pack_get_moves``), for this user: asked once per backend, in one round
+        trip, with those commands on ``gate``, a key that exists only inside such a transaction
+        (on a missing key each does nothing). Where MULTI is refused (an ACL without it, a
+        proxy), the commands sent behind it would run one by one; where the ACL refuses one of
+        them, the transaction is refused: ``script_moving`` must not be used."""
         if self._transactions is None:
+            probe_commands = [pack_command("LSET", gate, "0", ""), pack_command("LPUSHX", gate, ""),
+                              pack_command("BLMOVE", gate, gate, "RIGHT", "RIGHT", NEVER_WAIT),
+                              pack_command("RENAME", gate, gate)]
+
             def probe() -> bool:
                 conn = self.thread_connection()
-                self._send(conn, [_MULTI + _EXEC], "MULTI")
-                began = self._read(conn, "MULTI", False)
-                if refused_for_now(began) or _dropped_with(began):
-                    raise _RetryLater(began)
+                self._send(conn, [_MULTI + b"".join(probe_commands) + _EXEC], "MULTI")
+                head = [self._read(conn, "MULTI", False) for _ in range(1 + len(probe_commands))]
+                if any(refused_for_now(reply) or _dropped_with(reply) for reply in head):
+                    raise _RetryLater(next(r for r in head if refused_for_now(r) or _dropped_with(r)))
                 self._read(conn, "EXEC", False)
-                return not isinstance(began, redis.RedisError)
+                return not any(isinstance(reply, redis.RedisError) for reply in head)
 
             self._transactions = self._until_served("MULTI", probe)
         return self._transactions

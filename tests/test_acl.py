@@ -116,6 +116,33 @@ def test_without_rename_a_batch_that_takes_the_whole_queue_is_copied(server: Red
         admin.close()
 
 
+@pytest.mark.parametrize("without", ["rename", "lpushx", "multi"])
+def test_without_a_command_of_the_native_moves_large_items_take_the_scripts_way(
+        server: RedisServer, prefix: str, without: str) -> None:
+    """A user whose rule predates the commands that move payloads natively (or has no MULTI):
+    puts and gets of 4 KiB or more take the scripts' way, same results, and the one refusal is
+    the probe's (Backend.transactions), or a script's RENAME (which it absorbs)."""
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_log_reset()
+    user = _user(admin, prefix, without=without)
+    q: pressure.Queue[bytes] = pressure.Queue("large", url=f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0",
+                                              prefix=prefix, serializer="bytes")
+    try:
+        items = [bytes([65 + i]) * 10_000 for i in range(6)]
+        q.put(items[0])
+        q.put_many(items[1:])
+        assert [q.get(timeout=5) for _ in range(3)] + q.get_many(10) == items
+        q.disconnect()  # its posted drop arrives (statistics() needs MULTI: read the keys)
+        k = q.keys
+        assert [int(admin.get(key) or 0) for key in (k.produced_messages, k.consumed_messages)] == [6, 6]
+        assert admin.get(k.consumed_bytes) == admin.get(k.produced_bytes) and admin.llen(k.base) == 0
+        assert {e["object"] for e in _refusals(admin) if e["username"] == "app"} == {without}
+    finally:
+        q.delete()
+        q.disconnect()
+        admin.close()
+
+
 def test_the_rule_names_every_command_a_script_can_call() -> None:
     """Rare paths (a requeue of a dead consumer, a corrupt key's error) are in the scripts too."""
     _, commands = _documented_rule()

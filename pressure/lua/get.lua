@@ -31,7 +31,7 @@
 -- the payloads move natively (in reliable mode, one at a time: a consumer's held list holds its one
 -- native delivery until it is acknowledged, released or requeued, as the in-flight list holds the
 -- others). The caller sends the script in a MULTI followed by
--- 'BLMOVE <gate> <held> RIGHT RIGHT 0' (one; for 'batch', as many as ARGV[7] asks for: in a
+-- 'BLMOVE <gate> <held> RIGHT RIGHT 0.001' (one; for 'batch', as many as ARGV[7] asks for: in a
 -- transaction BLMOVE never blocks) and 'RENAME <gate> <base>', then EXEC (<gate> is
 -- <base>:pressure:gate). When the script takes FIFO items with no state (no delivery count,
 -- ttl, ttr or utube key kept for them), it renames the items list to <gate> and leaves the header
