@@ -10,7 +10,8 @@
 --           field 'd<delivery number>'; lib.lua state_of). For an item of a utube key, these are used too, named from it (lib.lua
 --           sibling_key): :pressure:utube (its key's next item comes in: lib.lua utube_done),
 --           the items <base> (KEYS[5] without ':pressure:meta') with its :bound and :not_full
---           (the item let in counts against the bound) and :pressure:delayed, and :pressure:waiter,
+--           (the item let in counts against the bound) and :pressure:delayed (its due items move in
+--           first), and :pressure:waiter,
 --           :pressure:lease and :pressure:inbox:<waiter> (the waiter is woken)
 -- KEYS[6] - the consumer's in-flight list (:pressure:inflight:<id>); its held list
 --           (:pressure:held:<id>, named from it: a reliable consumer's native delivery, get.lua
@@ -37,7 +38,9 @@ if delivery == '*' then
   if held > 0 then
     held = held - #redis.call('LPOS', inflight, 's:', 'COUNT', '0')  -- wake-ups hold nothing
     if redis.call('EXISTS', meta) == 1 then
-      for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do entry_done(meta, entry, items_push_all) end
+      for _, entry in ipairs(redis.call('LRANGE', inflight, '0', '-1')) do
+        entry_done(meta, entry, items_push_all, items_len)
+      end
     end
     redis.call('DEL', inflight)
   end
@@ -53,7 +56,7 @@ if delivery ~= '-' then  -- '-' (a default-mode task_done) names no delivery
   local entry = find_entry(inflight, prefix)
   if entry then
     redis.call('LREM', inflight, '-1', entry)  -- from the tail, where find_entry found it
-    if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
+    if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all, items_len) end
     acked = 1
   elseif delivery ~= 's' and take_native(held_list, delivery, consumed_bytes, ARGV[3]) then
     acked = 1  -- (no state: a native delivery has none)

@@ -47,7 +47,7 @@ end
 -- the item is gone: its state `s` (state_of) with it, and counted (`done`: as done, unless it
 -- was counted already; `queued`: it was ready or delayed, and leaves room under the bound)
 local function deleted(s, done, queued)
-  utube_done(utube, s, items_key, items_push_all)
+  utube_done(utube, s, items_key, items_push_all, items_len)
   redis.call('HINCRBY', counts_key, 'delete', '1')
   if done then tasks_ended(produced_messages, tasks_done, all_tasks_done, 1) end
   if queued then

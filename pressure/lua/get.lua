@@ -398,10 +398,10 @@ if len > 0 and has_state then
   local function expire(item, s, now)
     if not s then return false end
     if not s.expires or s.expires > now then
-      if settles then utube_done(utube, s, items_key, items_push_all) end
+      if settles then utube_done(utube, s, items_key, items_push_all, items_len) end
       return false
     end
-    utube_done(utube, s, items_key, items_push_all)
+    utube_done(utube, s, items_key, items_push_all, items_len)
     redis.call('HINCRBY', ext .. 'counts', 'expired', '1')
     if s.dead then
       redis.call('LPUSH', ext .. 'dead', 'expired:0:' .. now .. ':' .. item)

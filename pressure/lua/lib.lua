@@ -575,28 +575,36 @@ end
 -- '<utube key name>_meta:<key>'). Only the current item is ever in the queue, so items of one
 -- key are taken one at a time, in order. When it is done (acknowledged, dead-lettered, expired,
 -- deleted, taken by a default-mode get, or logged), the next one of its key enters the queue
--- at the tail (with `push_all`, items_push_all), its state with it. `m` is the item's state
+-- at the tail (with `push_all`, items_push_all; `len_of`, items_len, says how many are queued),
+-- its state with it, behind the delayed items due by then. `m` is the item's state
 -- (state_of). Waiting behind its key, an item counts neither in the length nor against the
 -- bound; let in, it is a queued item and counts in both (past the bound, if the queue filled
 -- meanwhile, as an item given back does: it was accepted when put), so :not_full is brought in
 -- line here, for every caller (keys named from `items_key`, and `utube_key`: sibling_key). A
 -- caller that read :not_full's length before must read it again.
-local function utube_done(utube_key, m, items_key, push_all)
+local function utube_done(utube_key, m, items_key, push_all, len_of)
   if not m or not m.key then return end
   if redis.call('HINCRBY', utube_key, m.key, '-1') <= 0 then
     redis.call('HDEL', utube_key, m.key)
   else
     local nxt = redis.call('RPOP', utube_key .. ':' .. m.key)
     if nxt then
+      local bound = bound_of(redis.call('GET', items_key .. ':bound'))
+      local delayed = sibling_key(utube_key, 'utube', 'delayed')
+      -- what fell due entered the queue then, ahead of this item: it moves in first (as far as
+      -- the bound allows), as a put or a get would have moved it (move_due)
+      if redis.call('EXISTS', delayed) == 1 then
+        local room = -1
+        if bound and bound > 0 then room = bound - len_of(items_key) end
+        move_due(delayed, items_key, room, push_all)
+      end
       -- (an item that waits with no state beside it still has its key)
       local state = redis.call('RPOP', utube_key .. '_meta:' .. m.key) or (NO_META .. m.key)
       copies_push(sibling_key(utube_key, 'utube', 'redeliveries'), nxt, state, false)
       local len = push_all(items_key, {nxt})
-      local bound = bound_of(redis.call('GET', items_key .. ':bound'))
       if bound then  -- (no queue, or a bad bound: :not_full is left to the client's error)
         local not_full = items_key .. ':not_full'
-        keep_permit(not_full, len + redis.call('ZCARD', sibling_key(utube_key, 'utube', 'delayed')), bound,
-                    redis.call('LLEN', not_full))
+        keep_permit(not_full, len + redis.call('ZCARD', delayed), bound, redis.call('LLEN', not_full))
       end
     end
   end
@@ -604,16 +612,17 @@ end
 
 -- The copy of an in-flight entry '<seq>:<deliveries>:<ms>:<item>' is done with (acknowledged,
 -- or logged by log_append.lua): its state goes from `meta` (:pressure:meta, field
--- 'd<seq>'), its key's next item comes in (with `push_all`, items_push_all), and the queue's
+-- 'd<seq>'), its key's next item comes in (with `push_all` and `len_of`: utube_done), and the queue's
 -- waiter is woken for it (keys named from `meta`, see sibling_key).
-local function entry_done(meta, entry, push_all)
+local function entry_done(meta, entry, push_all, len_of)
   local seq = string.match(entry, '^([^:]*):')
   if not seq then return end
   local m = state_of(redis.call('HGET', meta, 'd' .. seq))
   if not m then return end
   redis.call('HDEL', meta, 'd' .. seq)
   if m.key then
-    utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), push_all)
+    utube_done(sibling_key(meta, 'meta', 'utube'), m, sibling_key(meta, ':pressure:meta', ''), push_all,
+               len_of)
     nudge_waiter(redis.call('GET', sibling_key(meta, 'meta', 'waiter')),
                  redis.call('GET', sibling_key(meta, 'meta', 'lease')), sibling_key(meta, 'meta', 'inbox:'))
   end

@@ -52,7 +52,7 @@ for i = 2, #ARGV do
     items[seq] = nil
     c = c + 1
     chunk[c], seqs[c], counts[c], stamps[c] = item, seq, deliveries[seq], times[seq]
-    if has_meta then entry_done(meta, entries[seq], items_push_all) end
+    if has_meta then entry_done(meta, entries[seq], items_push_all, items_len) end
   end
 end
 rewrite_list(inflight, kept)

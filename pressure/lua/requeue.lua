@@ -109,7 +109,7 @@ local function requeue(entry)
     -- its state goes (a kicked item starts afresh), and its utube key lets the next one in
     if reason == 'buried' then entry = 'buried.' .. entry end
     redis.call('LPUSH', dead_letters, entry)
-    if taken then utube_done(utube, state_of(taken), items_key, items_push_all) end
+    if taken then utube_done(utube, state_of(taken), items_key, items_push_all, items_len) end
     dead = dead + 1
     return
   end
@@ -140,7 +140,7 @@ local function requeue_all(key)
     if not returned[string.match(entry, '^([^:]*):') or ''] then
       requeue(entry)
     elseif acknowledging then
-      if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all) end
+      if redis.call('EXISTS', meta) == 1 then entry_done(meta, entry, items_push_all, items_len) end
       acked = acked + 1
     end
   end
