@@ -138,9 +138,7 @@ class PackedScript:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         chunks: list[bytes] = []
         small = [b"*%d\r\n" % (self._count + len(tail) + len(items)), self._parts, *map(_bulk, tail)]
-        for item in items:
-            small = _add_payload(chunks, small, item)
-        chunks.append(b"".join(small))
+        chunks.append(b"".join(_add_payloads(chunks, small, items)))
         return chunks
 
 
@@ -154,6 +152,23 @@ def _add_payload(chunks: list[bytes], small: list[bytes], payload: bytes) -> lis
     small.append(b"$%d\r\n" % len(payload))
     chunks += (b"".join(small), payload)
     return [b"\r\n"]
+
+
+def _add_payloads(chunks: list[bytes], small: list[bytes], payloads: Sequence[bytes]) -> list[bytes]:
+    """``_add_payload`` of each of ``payloads`` in turn (put_many's): the same bytes, but inline,
+    with each length's header formatted once per call and the payload not copied into a bulk
+    string of its own before the join (at 100 B about 100 ns an item here, not 160-190)."""
+    heads: dict[int, bytes] = {}
+    for payload in payloads:
+        size = len(payload)
+        if size >= _LARGE:
+            small = _add_payload(chunks, small, payload)
+            continue
+        head = heads.get(size)
+        if head is None:
+            head = heads[size] = b"$%d\r\n" % size
+        small += (head, payload, b"\r\n")
+    return small
 
 
 #: From this many payload bytes, a payload moves natively: by LSET/LPUSHX (a put) or BLMOVE (a
@@ -186,10 +201,10 @@ def pack_moves(gate: str, base: str, payloads: Sequence[bytes]) -> tuple[list[by
     and how many commands they are."""
     chunks: list[bytes] = []
     small = [b"*4\r\n$4\r\nLSET\r\n", _bulk_name(gate), b"$1\r\n0\r\n"]
-    for i, payload in enumerate(payloads):
-        if i == 1:
-            small += (b"*%d\r\n$6\r\nLPUSHX\r\n" % (len(payloads) + 1), _bulk_name(gate))
-        small = _add_payload(chunks, small, payload)
+    small = _add_payload(chunks, small, payloads[0])
+    if len(payloads) > 1:
+        small += (b"*%d\r\n$6\r\nLPUSHX\r\n" % (len(payloads) + 1), _bulk_name(gate))
+        small = _add_payloads(chunks, small, payloads[1:])
     small.append(pack_command("RENAME", gate, base))
     chunks.append(b"".join(small))
     return chunks, 3 if len(payloads) > 1 else 2

@@ -50,6 +50,12 @@ class _Producer(Generic[T]):
         self._many: dict[int, PackedScript] = {}
         #: whether payloads can move natively (FIFO items: the protocol's list)
         self.native = queue._variant == ""
+        #: the size of the last batch a native put could not put whole (NOT_ALL: the bound left
+        #: room for part of it), until a put sent as arguments takes a whole batch at least as
+        #: big (the queue drains); 0: none. Meanwhile puts go as arguments (``send``), or a bounded
+        #: queue kept near full, or a put_many above its bound, would pay two round trips a
+        #: batch, the native one that fails and the one that puts what fits
+        self.short = 0
 
     def payload(self, item: T) -> bytes:
         """``item`` serialized (SerializationError if it cannot be; ItemTooLarge if too large)."""
@@ -111,7 +117,8 @@ class _Producer(Generic[T]):
         commands that move payloads for this user); where the bound leaves room for only some of
         a batch, they are sent again as arguments, which put as many as fit."""
         first = payloads[0]
-        size = sum(map(len, payloads[:count])) if self.native and not delay_ms and not meta else 0
+        native = self.native and not self.short and not delay_ms and not meta
+        size = sum(map(len, payloads[:count])) if native else 0
         if size >= NATIVE_BYTES and self.backend.transactions(self.keys.gate):
             moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
             tail = self.args(b"%d:%d" % (count, size), b"", False, took)
@@ -123,11 +130,16 @@ class _Producer(Generic[T]):
                 result = PutStatus.NOT_ALL
             if result != PutStatus.NOT_ALL:
                 return result
+            self.short = count  # (see __init__)
         args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)
         # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
         more = payloads[1:count] if orders is None else [
             arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-        return self.backend.script(self.command, args, items=more, durability=self.durability)
+        result = self.backend.script(self.command, args, items=more, durability=self.durability)
+        if self.short and count >= self.short and (
+                result[1] == count if isinstance(result, list) else result >= 0 and count == 1):
+            self.short = 0  # a whole batch as big fitted: the next one may move natively again
+        return result
 
     def put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
                     block: bool, wait: float | None, result: Any, delay_ms: str = "",

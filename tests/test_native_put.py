@@ -144,6 +144,37 @@ def test_a_batch_the_bound_cuts_puts_what_fits_in_order(make_queue: Any, r: redi
     assert_invariants(r, q)
 
 
+def test_a_batch_above_the_room_goes_as_arguments_until_a_whole_one_fits(make_queue: Any, url: str,
+                                                                         r: redis.Redis) -> None:
+    """After a native put the bound cut (-10), put_many sends its batches as arguments (one
+    round trip each, as before native puts) until one at least as big goes in whole: a
+    producer that keeps a bounded queue near full, or a put_many above its bound, never pays a
+    native attempt that fails on every batch."""
+    def native_puts(lines: list[str]) -> int:  # (a native get's MULTI has no LSET of a payload)
+        return sum(line.startswith("LSET") and len(line) > BIG for line in lines)
+
+    q = make_queue("short", 4, serializer="bytes")
+    monitor = _Monitor(url)
+    with pytest.raises(pressure.Full) as caught:  # native, cut: then as arguments, 4 fit
+        q.put_many([_payload(b"%d" % i) for i in range(6)], block=False)
+    assert caught.value.items_put == 4
+    assert q.get_many(10) == [_payload(b"%d" % i) for i in range(4)]
+    q.put_many([_payload(b"x"), _payload(b"y")])  # as arguments: it fits, but is smaller than the cut one
+    assert q.get_many(10) == [_payload(b"x"), _payload(b"y")]
+    assert native_puts(monitor.close(r)) == 1  # the cut one
+    q.maxsize = 10
+    monitor = _Monitor(url)
+    q.put_many([_payload(b"v")] * 6)  # as arguments, whole: native again from the next one
+    assert native_puts(monitor.close(r)) == 0
+    assert q.get_many(10) == [_payload(b"v")] * 6
+    monitor = _Monitor(url)
+    q.put_many([_payload(b"u")] * 3)
+    assert native_puts(monitor.close(r)) == 1
+    assert q.get_many(10) == [_payload(b"u")] * 3
+    assert int(r.get(q.keys.produced_messages) or 0) == 15
+    assert_invariants(r, q)
+
+
 def test_a_script_the_server_lost_moves_nothing_twice(make_queue: Any, r: redis.Redis) -> None:
     """A server that lost its scripts (a restart, a failover, SCRIPT FLUSH) answers the
     transaction's EVALSHA with NOSCRIPT, and the LSET and RENAME behind it fail on a gate that
