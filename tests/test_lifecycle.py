@@ -135,6 +135,43 @@ def test_due_items_never_push_the_list_past_the_bound(make_queue: Any, r: redis.
     assert q.get(timeout=DUE) == "late"
 
 
+def test_due_items_never_push_a_list_that_items_given_back_overfilled_further(make_queue: Any,
+                                                                              r: redis.Redis) -> None:
+    """Items given back go in past the bound (they were accepted when put); a due item then
+    waits, out of the list, until a get makes room, as when the list is exactly full."""
+    q = make_queue("overfull", 2, reliable=True)
+    q.put_many(["a", "b"])
+    held = [q.receive(block=False), q.receive(block=False)]
+    q.put("late", delay=0.05)
+    q.put("c")
+    time.sleep(0.2)  # due; no script has moved it in yet
+    assert held[1].release() and held[0].release()  # [a, b, c]: one past the bound
+    assert r.llen(q.keys.base) == 3
+    assert q.receive(block=False).item == "a"
+    assert r.llen(q.keys.base) == 2 and r.zcard(q.keys.delayed) == 1
+    assert [q.receive(block=False).item for _ in range(3)] == ["b", "c", "late"]
+    assert_invariants(r, q)
+
+
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_get_many_that_empties_the_list_takes_the_due_items_the_bound_kept_out(make_queue: Any, r: redis.Redis,
+                                                                                 reliable: bool) -> None:
+    """An item given back fills the list to the bound while a delayed item falls due: the due
+    item waits out of the list, but a get_many that takes the list's items has room for it
+    and takes it in turn, as a get of items with a state of their own does."""
+    holder = make_queue("keptout", 2, reliable=True)
+    holder.put("a")
+    held = holder.receive(block=False)
+    holder.put("b")
+    holder.put("late", delay=0.05)
+    time.sleep(0.2)  # due; no script has moved it in yet
+    assert held.release()  # back at the head: the list is full, [a, b]
+    assert r.llen(holder.keys.base) == 2 and r.zcard(holder.keys.delayed) == 1
+    getter = make_queue("keptout", reliable=reliable)
+    assert getter.get_many(3) == ["a", "b", "late"]
+    assert_invariants(r, getter)
+
+
 def test_a_spec_client_sees_a_due_item_as_any_other(make_queue: Any, r: redis.Redis) -> None:
     q = make_queue("spec", serializer="bytes")
     spec = _spec(r, q)

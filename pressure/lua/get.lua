@@ -294,11 +294,12 @@ end
 local len = items_len(items_key)
 local permits = redis.call('LLEN', not_full)  -- read before any write: a wrong type changes nothing
 local waiting = 0  -- delayed items
+local kept_out = 0  -- of them, due ones the bound kept out of the list (take_live takes them in turn)
 local has_state = look(redeliveries)
 if look(delayed) then
-  local room = -1
+  local room = false
   if bound > 0 then room = bound - len end
-  waiting = move_due(delayed, items_key, room, items_push_all)
+  waiting, kept_out = move_due(delayed, items_key, room, items_push_all)
   len = items_len(items_key)
   has_state = has_state or redis.call('EXISTS', redeliveries) == 1
 end
@@ -387,7 +388,9 @@ local function wanted(queued)
   end
   return math.max(1, math.min(n, queued, 1000))
 end
-if len > 0 and has_state then
+-- (items with a state of their own, or due items the bound kept out, which a get_many that
+-- empties the list takes in turn: take_live)
+if len > 0 and (has_state or kept_out > 0) then
   -- (the functions of a branch are made in it: a closure costs every call that makes it)
   local utube = ext .. 'utube'
   -- Whether `item`, just taken out of the queue at `now` with its state `s`, is past its ttl:
@@ -419,7 +422,7 @@ if len > 0 and has_state then
     while #kept < want do
       local n = math.min(want - #kept, items_len(items_key))
       if n == 0 and waiting > 0 then
-        local room = -1
+        local room = false
         if bound > 0 then room = bound end
         waiting = move_due(delayed, items_key, room, items_push_all)
         n = math.min(want - #kept, items_len(items_key))
@@ -439,7 +442,7 @@ if len > 0 and has_state then
   end
 
   local want = 1
-  if mode ~= 'nowait' then want = wanted(len) end
+  if mode ~= 'nowait' then want = wanted(len + kept_out) end
   taken, states = take_live(want, now_ms())
   local left = items_len(items_key)
   -- none queued now: what states are left are those of copies a spec client took (as above)

@@ -538,13 +538,15 @@ local function take_native(held, delivery, consumed_bytes, size)
 end
 
 -- Move the items of `delayed_key` due by now into the queue with `push_all` (items_push_all),
--- due order first, at most 1000 per call and at most `room` (the room left under the bound;
--- < 0: no bound), so the list never exceeds the bound, their states (in :pressure:meta,
--- named from `delayed_key`) with them. Returns how many wait there still.
+-- due order first, at most 1000 per call and at most `room` (the room left under the bound,
+-- 0 if none is left; false: no bound), so the list never exceeds the bound, their states (in
+-- :pressure:meta, named from `delayed_key`) with them. Returns how many wait there still, and
+-- how many of them are due, kept out by the bound (0 unless `room` stopped it).
 -- Called by every put and get that finds the sorted set (one EXISTS otherwise).
 local function move_due(delayed_key, items_key, room, push_all)
   local limit = 1000
-  if room >= 0 then limit = math.min(limit, room) end
+  if room then limit = math.min(limit, math.max(room, 0)) end
+  local moved = 0
   if limit > 0 then
     local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now_ms(), 'LIMIT', '0', limit)
     if #due > 0 then
@@ -564,9 +566,14 @@ local function move_due(delayed_key, items_key, room, push_all)
       end
       redis.call('ZREM', delayed_key, unpack(due))
       push_all(items_key, items)
+      moved = #due
     end
   end
-  return redis.call('ZCARD', delayed_key)
+  local waiting, kept_out = redis.call('ZCARD', delayed_key), 0
+  if room and moved == limit and limit < 1000 and waiting > 0 then
+    kept_out = redis.call('ZCOUNT', delayed_key, '-inf', now_ms())
+  end
+  return waiting, kept_out
 end
 
 -- utube (put(..., key=)): the hash :pressure:utube counts, per key, its items in the queue
@@ -594,7 +601,7 @@ local function utube_done(utube_key, m, items_key, push_all, len_of)
       -- what fell due entered the queue then, ahead of this item: it moves in first (as far as
       -- the bound allows), as a put or a get would have moved it (move_due)
       if redis.call('EXISTS', delayed) == 1 then
-        local room = -1
+        local room = false
         if bound and bound > 0 then room = bound - len_of(items_key) end
         move_due(delayed, items_key, room, push_all)
       end

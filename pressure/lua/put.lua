@@ -138,7 +138,7 @@ if full then
   return -1
 end
 if waiting > 0 then
-  local room = -1
+  local room = false
   if bound > 0 then room = bound - len end
   waiting = move_due(delayed, items_key, room, items_push_all)
   len = items_len(items_key)
