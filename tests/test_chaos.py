@@ -273,7 +273,11 @@ def test_chaos_executor(prefix: str, tmp_path: Path, chaos_figures: list[str]) -
                 # nothing the executor wrote outlives its work: every task's claim mark is gone
                 claims = {f.decode(): v.decode()
                           for f, v in r.hgetall(ExecutorKeys.build(prefix, spec.name).claims).items()}
-            problems += token_problems(tokens, "task queue", closed=False)
+                # what a missing token's holder looks like, for the report
+                holder = (f"waiter {r.get(k.waiter)!r} (lease {r.get(k.lease)!r}, {r.pttl(k.lease)} ms left), "
+                          f"consumers {r.hgetall(k.consumers)!r}")
+            found_tokens = token_problems(tokens, "task queue", closed=False)
+            problems += [f"{p}; {holder}" for p in found_tokens]
             if claims:
                 problems.append(f"{len(claims)} claim marks left after shutdown(wait=True) and the task "
                                 f"queue drained: {sorted(claims.items())[:10]}")
