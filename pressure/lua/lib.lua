@@ -571,7 +571,7 @@ local function move_due(delayed_key, items_key, room, push_all)
   end
   local waiting, kept_out = redis.call('ZCARD', delayed_key), 0
   if room and moved == limit and limit < 1000 and waiting > 0 then
-    kept_out = redis.call('ZCOUNT', delayed_key, '-inf', now_ms())
+    kept_out = count_upto(delayed_key, waiting, now_ms())
   end
   return waiting, kept_out
 end
