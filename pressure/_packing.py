@@ -22,7 +22,8 @@ def _script_source(name: str) -> str:
     """The text of script ``<script>`` (a FIFO queue's) or ``<script>@lifo`` /
     ``<script>@priority``: the shared functions of lua/lib.lua and the item
     functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua)
-    that it uses (``_used``), then the script itself. Each kind is a script of
+    that it uses (``_used``), then the script itself (a script with a line that starts
+    ``_LIBRARY_HERE`` has them there instead). Each kind is a script of
     its own (its own SHA1), so no script asks at run time what kind of queue it
     serves."""
     script, _, kind = name.partition("@")
@@ -35,7 +36,16 @@ def _script_source(name: str) -> str:
     else:
         raise ValueError(f"no such kind of queue: {kind!r}")
     body = (folder / f"{script}.lua").read_text("utf-8")
-    return "\n".join((*_used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body), body))
+    library = _used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body)
+    prologue, marker, rest = body.partition(_LIBRARY_HERE)
+    if not marker:
+        return "\n".join((*library, body))
+    return "\n".join((prologue, *library, marker + rest))
+
+
+#: A line of a script's own that its library's definitions go after (else before the script):
+#: what comes before it (fast exits) runs without making the closures they are.
+_LIBRARY_HERE = "-- (the library's definitions"
 
 
 #: The start of a definition at the top of a library: a local function, or a local value.

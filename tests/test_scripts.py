@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from pressure._packing import _script_sha, _script_source
+from pressure._packing import _LIBRARY_HERE, _script_sha, _script_source
 
 LUA = Path(__file__).resolve().parent.parent / "pressure" / "lua"
 #: Put in front of every script, not scripts themselves: no KEYS/ARGV header.
@@ -244,11 +244,17 @@ def test_a_script_is_sent_with_the_library_definitions_it_uses(name: str, kind: 
     defined before it; none defined is unused."""
     source = _script_source(name.removesuffix(".lua") + ("" if kind == "fifo" else "@" + kind))
     script = (LUA / name).read_text("utf-8")
-    assert source.endswith(script)
-    library = source[:-len(script)]
+    # a script's fast exits may come before the library (_LIBRARY_HERE): they use none of it
+    prologue, marker, rest = script.partition(_LIBRARY_HERE)
+    if not marker:
+        prologue, rest = "", script
+    assert source.startswith(prologue) and source.endswith(marker + rest)
+    library = source[len(prologue):-len(marker + rest)]
     defined = re.findall(r"^local (?:function (\w+)\(|(\w+) = )", library, re.MULTILINE)
     defined_names = [a or b for a, b in defined]
     assert len(set(defined_names)) == len(defined_names)
+    prologue_code = set(_CODE_WORD.findall(_STRING_OR_COMMENT.sub(" ", prologue)))
+    assert not prologue_code & LIBRARY_NAMES, sorted(prologue_code & LIBRARY_NAMES)
     code_words = set(_CODE_WORD.findall(_STRING_OR_COMMENT.sub(" ", source)))
     assert code_words & LIBRARY_NAMES <= set(defined_names), name
     mentioned = set(_CODE_WORD.findall(_STRING_OR_COMMENT.sub(" ", script)))

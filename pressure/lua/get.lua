@@ -157,6 +157,7 @@ if mode == 'drop' then
 end
 -- 'woken': the BLMOVE just before us moved what it took to the head of <inflight>
 if mode == 'woken' and redis.call('LINDEX', inflight, '0') ~= 's:' then return -5 end
+-- (the library's definitions: 'drop', and 'woken' with nothing to do, return before them)
 local native = flag == 'N' or flag == 'K'
 if flag == 'N' then flag = 'n' elseif flag == 'K' then flag = 'k' end
 local bound_key, consumer_free = items_key .. ':bound', items_key .. ':consumer_free'
