@@ -282,6 +282,25 @@ def test_redelivered_counts_each_identical_copy_and_no_copy_gone(make_queue: Any
     assert r.exists(p.keys.redeliveries) == 0 and _redelivered(p) == 0
 
 
+def test_redelivered_counts_a_due_item_the_bound_kept_out(make_queue: Any, r: redis.Redis) -> None:
+    """A due item is queued in every view (qsize() counts it) whether or not a put or get has
+    moved it into the list yet; a full list keeps it out of the one that runs then. Its state
+    (a ttl) counts in ``redelivered`` before it is moved in as after."""
+    q = make_queue("duekept", 2, reliable=True)
+    q.put("x")
+    q.put("y", delay=0.1, ttl=60)
+    d = q.receive(block=False)  # "x"
+    q.put("z")
+    time.sleep(0.15)  # "y" is due
+    d.release()  # "x" back at the head: the list holds the bound
+    assert q.get(block=False) == "x"  # ran with the list full: "y" is still out of it
+    assert r.zcard(q.keys.delayed) == 1 and q.qsize() == 2
+    assert _redelivered(q) == 1
+    assert q.get(block=False) == "z" and r.zcard(q.keys.delayed) == 0  # moved in now
+    assert _redelivered(q) == 1
+    assert q.get(block=False) == "y" and _redelivered(q) == 0
+
+
 def test_no_state_outlives_its_copy_on_pressures_own_paths(make_queue: Any, r: redis.Redis) -> None:
     """Each way a queued copy with a state leaves the queue without a delivery takes its state
     with it: delete_item() (identical copies one at a time), ttl expiry, shutdown(immediate=True)."""

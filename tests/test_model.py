@@ -643,10 +643,9 @@ class ModelMachine(RuleBasedStateMachine):
 
     def redelivered(self) -> int:
         """Queued copies with a state of their own (given back, kicked, or put with a ttl, ttr
-        or key): what the views call redelivered. Due items the server has not moved in yet
-        keep theirs with the delayed items."""
-        unmoved = {id(t) for t in self.unmoved}
-        return sum(1 for t in self.m.ready if id(t) not in unmoved and (
+        or key): what the views call redelivered. A due item counts whether or not the server
+        has moved it in yet (a bound full when a put or get ran keeps it out)."""
+        return sum(1 for t in self.m.ready if (
             t.deliveries > 0 or t.kicked or t.expires_at is not None or t.ttr is not None or t.key is not None))
 
     def cli_and_metrics_agree(self) -> None:

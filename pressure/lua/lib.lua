@@ -419,6 +419,9 @@ end
 --             seen, when the count stopped at `most`)
 --   held    - what the bound holds, as put.lua counts it: the items queued (those past their ttl
 --             too, until a get drops them) and every delayed one
+--   stated  - the due items with a state of their own (in :pressure:meta until a put or get moves
+--             them in; then copies_count counts them), past their ttl or not; counted in full only
+--             when `most` is nil
 -- Only the items that may have a ttl are read, each once: the queued ones if a queued copy's
 -- state (:pressure:redeliveries, copies_push) has one, the due ones if :pressure:meta holds
 -- states; else O(log n) and O(states). `len_of` and `range_of` are the kind's items_len and
@@ -429,8 +432,8 @@ local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, l
   local now = now_ms()
   local due = 0
   if delayed > 0 then due = count_upto(delayed_key, delayed, now) end
-  local ready, expired = len + due, 0
-  local function counted() return ready, delayed - due, expired, len + delayed end
+  local ready, expired, stated = len + due, 0, 0
+  local function counted() return ready, delayed - due, expired, len + delayed, stated end
   if ready == 0 then return counted() end
   -- the queued copies' states by sha1: the k-th copy of an item out next takes the k-th
   local copies = string.sub(meta_key, 1, -5) .. 'redeliveries'
@@ -499,6 +502,7 @@ local function queue_counts(items_key, delayed_key, meta_key, utube_key, most, l
     for _, member in ipairs(redis.call('ZRANGE', delayed_key, first, last)) do
       local m
       if due_ttl then m = state_of(redis.call('HGET', meta_key, 'z' .. string.sub(member, 1, 16))) end
+      if m then stated = stated + 1 end
       if reach(m) then return counted() end
     end
     first, chunk = last + 1, math.min(chunk * 2, 1024)

@@ -21,16 +21,18 @@
 -- them); taken counts every item a consumer holds (lib.lua items_held), consumers the registered
 -- consumers (those with a record in KEYS[4]: from their first get until they leave, or are
 -- found dead and their items taken back), unfinished the tasks not done (lib.lua unfinished_of),
--- redelivered the queued copies with a state of their own (lib.lua copies_count)
+-- redelivered the queued copies with a state of their own (lib.lua copies_count) and the due
+-- ones' (queue_counts: a due item is queued, whether or not a put or get has moved it in yet)
 local items_key, delayed, dead_letters = KEYS[1], KEYS[2], KEYS[3]
 local consumers, counts_key, meta, utube = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local produced_messages, tasks_done, copies = KEYS[8], KEYS[9], KEYS[10]
 local inbox_prefix, inflight_prefix, held_prefix = ARGV[1], ARGV[2], ARGV[3]
 local taken, registered = items_held(consumers, inbox_prefix, inflight_prefix, held_prefix)
-local ready, waiting, expired = queue_counts(items_key, delayed, meta, utube, nil, items_len, items_range)
+local ready, waiting, expired, _, stated_due = queue_counts(items_key, delayed, meta, utube, nil, items_len,
+                                                           items_range)
 local result = {ready, waiting, taken, redis.call('LLEN', dead_letters),
                 registered, unfinished_of(counter(produced_messages), counter(tasks_done)),
-                copies_count(copies, items_len(items_key))}
+                copies_count(copies, items_len(items_key)) + stated_due}
 local flat = redis.call('HGETALL', counts_key)
 for i = 1, #flat, 2 do
   local name, value = flat[i], flat[i + 1]
