@@ -5,7 +5,10 @@ consumer's inbox), else the script answers Full (-1) or Busy (-2, the producer r
 held by another client). A producer waiting for room pops ``:not_full`` as a wake-up and
 re-runs put.lua, which decides from the length and the bound read there and then (so a
 lost wake-up costs one slice, never the queue); one waiting for the role waits for the
-token (``_Roles.wait_for_role``).
+token (``_Roles.wait_for_role``). A producer that has waited for room knows how full the
+queue gets: its next put that finds it that full sends the pop (a short one,
+``PREDICTED_WAIT``) and put.lua in one round trip, as the protocol's blocking Put does,
+rather than a put that answers Full, a pop, and the put again.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from . import serializers
 from ._scripts import PUT, PutStatus
 from ._roles import MIN_WAIT, PRODUCER
-from .connection import NATIVE_BYTES, SMALLEST_BULK_LIMIT, PackedScript, _NotTransacted, pack_moves
+from .connection import NATIVE_BYTES, SMALLEST_BULK_LIMIT, PackedScript, _NotTransacted, pack_command, pack_moves
 from .errors import Full, ProtocolError
 
 if TYPE_CHECKING:
@@ -27,6 +30,11 @@ T = TypeVar("T")
 
 #: The most items put_many sends in one round trip (one script call).
 BATCH = 1000
+
+#: How long a put that expects a full queue (``_Producer.wait_first``) waits for room before
+#: its script runs: a wrong guess (a queue with room has a permit in :not_full) costs nothing
+#: but the BRPOP, a queue still full after it the usual wait.
+PREDICTED_WAIT = 0.02
 
 
 class _Producer(Generic[T]):
@@ -56,6 +64,11 @@ class _Producer(Generic[T]):
         #: queue kept near full, or a put_many above its bound, would pay two round trips a
         #: batch, the native one that fails and the one that puts what fits
         self.short = 0
+        #: the length a put found the queue full at, as the put that went in after it told (0:
+        #: not met yet), and the length the last put left: a put that finds it that full waits
+        #: for room in the same round trip (``send``'s ``wait_first``)
+        self.full_at = 0
+        self.last_len = -1
 
     def payload(self, item: T) -> bytes:
         """``item`` serialized (SerializationError if it cannot be; ItemTooLarge if too large)."""
@@ -109,13 +122,22 @@ class _Producer(Generic[T]):
         return [serializers.dumps(self.serializer, item) for item in items]
 
     def send(self, payloads: list[bytes], count: int, orders: list[bytes] | None, negative: bool,
-             took: str = "0", delay_ms: str = "", meta: str = "") -> Any:
+             took: str = "0", delay_ms: str = "", meta: str = "", wait_first: float = 0.0) -> Any:
         """One put.lua call for the first ``count`` of ``payloads`` (``count`` within what one
         command takes: ``Backend.batch_count``), in one round trip; its reply (see
         ``put_pending``). FIFO items with no delay or state, ``NATIVE_BYTES`` or more in all,
         move natively (``Backend.script_moving``, where the server runs transactions and the
         commands that move payloads for this user); where the bound leaves room for only some of
         a batch, they are sent again as arguments, which put as many as fit."""
+        if wait_first and self.backend.post(pack_command("BRPOP", self.keys.not_full, repr(wait_first))):
+            took = "1"
+        result = self._send(payloads, count, orders, negative, took, delay_ms, meta)
+        if isinstance(result, list) or result >= 0:
+            self.last_len = result[0] if isinstance(result, list) else result
+        return result
+
+    def _send(self, payloads: list[bytes], count: int, orders: list[bytes] | None, negative: bool,
+              took: str, delay_ms: str, meta: str) -> Any:
         first = payloads[0]
         native = self.native and not self.short and not delay_ms and not meta
         size = sum(map(len, payloads[:count])) if native else 0
@@ -141,6 +163,16 @@ class _Producer(Generic[T]):
             self.short = 0  # a whole batch as big fitted: the next one may move natively again
         return result
 
+    def wait_first(self, block: bool, wait: float | None) -> float:
+        """How long a blocking put (``wait``: its timeout, None: none) waits for room in the
+        same round trip (``send``'s ``wait_first``): 0 unless the last put left the queue as
+        full as a put found it (``full_at``)."""
+        if not block or not self.full_at or self.last_len < self.full_at:
+            return 0.0
+        if wait is None:
+            return PREDICTED_WAIT
+        return min(PREDICTED_WAIT, wait) if wait > 0 else 0.0
+
     def put_pending(self, payloads: list[bytes], orders: list[bytes] | None, negative: bool,
                     block: bool, wait: float | None, result: Any, delay_ms: str = "",
                     meta: str = "") -> None:
@@ -159,7 +191,7 @@ class _Producer(Generic[T]):
             deadline = now + max(wait, 0.0)
         # a role held by another client is waited for like a mutex, even by put_nowait
         busy_deadline = max(deadline, now + backend.slice)
-        client = None
+        waited = False
         while True:
             if result is None:
                 result = self.send(payloads, backend.batch_count(payloads, BATCH), orders, negative, took,
@@ -171,6 +203,8 @@ class _Producer(Generic[T]):
             del payloads[:went]
             if orders is not None:
                 del orders[:went]
+            if went and waited:  # the length it found full at, as far as this put knows
+                self.full_at, waited = self.last_len, False
             if not payloads:
                 return
             if went:
@@ -181,11 +215,9 @@ class _Producer(Generic[T]):
             if result == PutStatus.FULL:
                 if now >= deadline:
                     raise Full(f"queue {self.name!r} is full")
-                client = client or backend.client()
-                took = "1" if backend.call(
-                    "BRPOP :not_full", client.brpop, [self.keys.not_full],
-                    timeout=max(min(backend.slice, deadline - now), MIN_WAIT),
-                ) else "0"  # a lost reply costs a wake-up, never an item or a token: not "mutating"
+                waited = True
+                took = "1" if backend.pop_wait(self.keys.not_full, max(min(backend.slice, deadline - now),
+                                                                       MIN_WAIT)) else "0"
             elif result == PutStatus.BUSY:
                 if now >= busy_deadline:
                     holder = self.roles.read(self.keys.producer)

@@ -429,6 +429,19 @@ class Backend(Wire):
             self.raise_error(second, f"BLMOVE after script {command.name}", True)
         return first, second, third
 
+    def pop_wait(self, key: str, timeout: float) -> bool:
+        """``BRPOP key timeout`` on this thread's connection, packed here (a producer waiting
+        for room pops ``:not_full``, a wake-up): whether it popped one. Not "mutating": a reply
+        lost with the connection costs a wake-up, never an item or a token (BackendError)."""
+        data = [pack_command("BRPOP", key, repr(timeout))]
+
+        def attempt() -> bool:
+            conn = self.thread_connection()
+            self._send(conn, data, "BRPOP :not_full")
+            return self._check(self._read(conn, "BRPOP :not_full", False), "BRPOP :not_full", False) is not None
+
+        return self._until_served("BRPOP :not_full", attempt)
+
     def is_loaded(self, name: str) -> bool:
         """Whether script ``name`` is known to be loaded on the server: this backend loaded it,
         or a call of it ran (a restarted server answers NOSCRIPT, and it is loaded again)."""

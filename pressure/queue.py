@@ -57,6 +57,7 @@ import dataclasses
 import itertools
 import multiprocessing.util
 import numbers
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -323,9 +324,13 @@ class Queue(Reliability[T], Inspection[T], Lifecycle[T]):
         negative = block and wait is not None and wait < 0
         self._consumer.retry_cancels()
         orders = self._order_keys([item])
-        result = self._producer.send([payload], 1, orders, negative, "0", delay_ms, meta)
+        first = self._producer.wait_first(block, wait)
+        began = time.monotonic() if first else 0.0
+        result = self._producer.send([payload], 1, orders, negative, "0", delay_ms, meta, first)
         if result >= 0:
             return
+        if first and wait is not None:
+            wait = max(wait - (time.monotonic() - began), 0.0)
         self._producer.put_pending([payload], orders, negative, block, wait, result, delay_ms, meta)
 
     def put_many(self, items: Iterable[T], block: bool = True, timeout: float | None = None, *,

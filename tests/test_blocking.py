@@ -13,7 +13,10 @@ import redis
 
 import pressure
 
+from pressure.connection import _script_sha
+
 from .helpers import assert_invariants, blocks, blocks_raising
+from .test_native_put import _Monitor
 
 
 def test_blocking_get_released_by_put_from_another_thread(make_queue: Any, r: redis.Redis) -> None:
@@ -28,6 +31,43 @@ def test_blocking_put_released_by_get_from_another_thread(make_queue: Any, r: re
     got: list[Any] = []
     blocks(lambda: q.put("second"), lambda: got.append(q.get()))
     assert got == ["first"] and q.get_nowait() == "second"
+    assert_invariants(r, q)
+
+
+def test_a_put_that_finds_the_queue_as_full_as_before_waits_in_its_own_round_trip(
+        make_queue: Any, url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer that waited for room has learnt how full the queue gets; its next put that
+    finds it that full sends its wait for room (BRPOP :not_full) and put.lua together: the
+    script runs once, not once to answer Full and again after the wait. (That first wait is
+    short, PREDICTED_WAIT: here long enough for the get that makes room.)"""
+    monkeypatch.setattr(pressure._producer, "PREDICTED_WAIT", 5.0, raising=False)
+    q = make_queue("full-put", 1)
+    q.put("a")
+    got: list[Any] = []
+    blocks(lambda: q.put("b"), lambda: got.append(q.get()))  # waits: full is one item
+    monitor = _Monitor(url)
+    blocks(lambda: q.put("c"), lambda: got.append(q.get()))
+    sha = _script_sha(q._put_command.name)
+    puts = [line for line in monitor.close(r) if sha in line and not line.startswith("lua ")]
+    assert len(puts) == 1, puts
+    assert got == ["a", "b"] and q.get_nowait() == "c"
+    assert_invariants(r, q)
+
+
+def test_a_put_that_expects_a_full_queue_keeps_its_timeout_and_finds_room_at_once(
+        make_queue: Any, r: redis.Redis) -> None:
+    q = make_queue("full-timeout", 1)
+    q.put("a")
+    got: list[Any] = []
+    blocks(lambda: q.put("b"), lambda: got.append(q.get()))
+    with pytest.raises(pressure.Full):  # still full: the wait in its round trip counts
+        q.put("c", timeout=0.05)
+    with pytest.raises(pressure.Full):
+        q.put_nowait("c")  # no wait at all
+    assert q.get() == "b"
+    q.put("c", timeout=5)  # room: the BRPOP in front finds the permit
+    assert q.qsize() == 1 and q.get_nowait() == "c"
+    assert got == ["a"]
     assert_invariants(r, q)
 
 
