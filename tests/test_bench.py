@@ -197,10 +197,11 @@ _RATIO = re.compile(r"(\d+\.\d\d)x")
 def test_bench_payload_prints_every_line_its_ratios_and_goals(
         url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
     """--payload runs only the payload section: a row per payload size in which every ratio
-    to raw (speed and server CPU, the floor, single items and both batch sizes) and pressure
-    default's to the floor is a positive number, every line's median and range (the floor's
-    with positive msgs/s, MB/s and CPU), the goals each met or not met, (b) beside it against
-    the floor; no key left behind."""
+    to raw (speed and server CPU, the floor, the script floor, single items and both batch
+    sizes) and pressure default's to the floor is a positive number, every line's median and
+    range (the floor's with positive msgs/s, MB/s and CPU), where each single-item line's CPU
+    goes (producer, consumer, Redis), the goals each met or not met, (b) beside it against
+    the floor, (a) and (c) beside them the script floor's; no key left behind."""
     from pressure.bench import _cli
 
     before = set(r.keys("*pressure-bench*"))
@@ -215,13 +216,20 @@ def test_bench_payload_prints_every_line_its_ratios_and_goals(
     assert list(rows) == ["100 B", "20 KB"]
     for size, (count, raw, raw_cpu, *pairs, mp) in rows.items():
         assert count == "600" and re.fullmatch(r"[\d,]+ \([\d.]+\)", raw) and float(raw_cpu) > 0, size
-        assert len(pairs) == 7 and float(mp.replace(",", "")) > 0, size
-        for pair in pairs:  # floor, default, bounded, reliable, default vs floor, batch 100, batch 500
+        assert len(pairs) == 8 and float(mp.replace(",", "")) > 0, size
+        for pair in pairs:  # floor, script floor, default, bounded, reliable, default vs floor, batches
             ratios = [float(x) for x in _RATIO.findall(pair)]
             assert len(ratios) == 2 and all(x > 0 for x in ratios), (size, pair)
     spread, goals = rest.split("goals (payload sizes, from the medians):")
+    spread, cpu = spread.split("where each message's CPU goes")
     lines = [line for line in spread.splitlines() if " | " in line][1:]
-    assert len(lines) == 2 * 10  # raw, floor, 3 modes, 2 x (raw batch, batch), mp
+    assert len(lines) == 2 * 11  # raw, floor, script floor, 3 modes, 2 x (raw batch, batch), mp
+    cpu_rows = [[c.strip() for c in line.split("|")] for line in cpu.splitlines() if " | " in line][1:]
+    assert len(cpu_rows) == 2 * 7, cpu_rows  # raw, floor, script floor, 3 modes, mp
+    for row in cpu_rows:  # producer, consumer, Redis (none for mp), total, total vs raw
+        figures = [float(x) for x in re.findall(r"\d+\.\d+", " ".join(row[2:]))]
+        assert len(figures) == (4 if row[1] == "multiprocessing.Queue" else 5), row
+        assert all(x > 0 for x in figures), row
     assert all(float(x) > 0 for line in lines for x in _RATIO.findall(line))
     floor = [[c.strip() for c in line.split("|")] for line in lines
              if "raw kept until received (BLMOVE to a held list)" in line]
@@ -230,7 +238,9 @@ def test_bench_payload_prints_every_line_its_ratios_and_goals(
         figures = [float(x.replace(",", "")) for x in re.findall(r"[\d,]+(?:\.\d+)?", " ".join(row[2:7]))]
         assert len(figures) == 9 and all(x > 0 for x in figures), row
     verdicts = [line for line in goals.strip().splitlines()]
-    assert len(verdicts) == 2 + 2 * 3 + 2 + 4, verdicts  # (a), (b) and (b, floor), (c), (d)
+    assert len(verdicts) == 3 + 2 * 3 + 3 + 4, verdicts  # (a) and its script floor's, (b) and (b, floor), (c)...
+    assert [v.split()[0] + " " + v.split()[1] for v in verdicts if "script floor" in v] == [
+        "(a, script", "(c, script"], verdicts
     growth = [v.split()[0] + " " + v.split()[1] for v in verdicts if v.startswith("  (b")]
     assert growth == ["(b) 20", "(b, floor)"] * 3, growth  # each mode's (b), then against the floor
     assert all(v.endswith("µs/msg over floor)") for v in verdicts if v.startswith("  (b, floor)")), verdicts

@@ -182,6 +182,8 @@ class SideResult:
     latencies_ns: list[int] | None = None
     #: The server's CPU seconds over the timed part (Phase.server_url), the consumer's.
     server_cpu_s: float | None = None
+    #: This process's own CPU seconds (user + system, every thread) over its timed part.
+    cpu_s: float = 0.0
     error: str | None = None
 
 
@@ -195,6 +197,9 @@ class PhaseResult:
     achieved_rate: float | None = None
     #: The server's CPU time per message, in µs (Phase.server_url).
     server_cpu_us: float | None = None
+    #: The producer's and the consumer's own CPU time per message, in µs.
+    producer_cpu_us: float | None = None
+    consumer_cpu_us: float | None = None
     error: str | None = None
 
 
@@ -286,7 +291,7 @@ def _produce(put: Put, phase: Phase, barrier: Barrier) -> SideResult:
     for _ in range(phase.warmup):
         put(pack(now()) + pad)
     barrier.wait(BARRIER_TIMEOUT)
-    start = now()
+    start, cpu_start = now(), time.process_time()
     if phase.rate:
         interval = 1e9 / phase.rate
         for i in range(phase.count):
@@ -297,7 +302,7 @@ def _produce(put: Put, phase: Phase, barrier: Barrier) -> SideResult:
     else:
         for _ in range(phase.count):
             put(pack(now()) + pad)
-    return SideResult(elapsed_ns=now() - start)
+    return SideResult(elapsed_ns=now() - start, cpu_s=time.process_time() - cpu_start)
 
 
 def _check_size(item: bytes, size: int) -> None:
@@ -318,7 +323,7 @@ def _consume_phase(get: Get, phase: Phase, barrier: Barrier, cpu: ServerCpu | No
         _check_size(get(), phase.size)
     cpu0 = cpu.seconds() if cpu else 0.0
     barrier.wait(BARRIER_TIMEOUT)
-    start = now()
+    start, cpu_start = now(), time.process_time()
     if phase.rate:
         latencies = [0] * phase.count
         for i in range(phase.count):
@@ -326,14 +331,15 @@ def _consume_phase(get: Get, phase: Phase, barrier: Barrier, cpu: ServerCpu | No
             latencies[i] = now() - unpack(item)[0]
             _check_size(item, phase.size)
         return SideResult(elapsed_ns=now() - start, latencies_ns=latencies,
-                          server_cpu_s=cpu.seconds() - cpu0 if cpu else None)
+                          server_cpu_s=cpu.seconds() - cpu0 if cpu else None,
+                          cpu_s=time.process_time() - cpu_start)
     item = b""
     for _ in range(phase.count):
         item = get()
-    elapsed = now() - start
+    elapsed, own = now() - start, time.process_time() - cpu_start
     cpu1 = cpu.seconds() if cpu else 0.0
     _check_size(item, phase.size)
-    return SideResult(elapsed_ns=elapsed, server_cpu_s=cpu1 - cpu0 if cpu else None)
+    return SideResult(elapsed_ns=elapsed, server_cpu_s=cpu1 - cpu0 if cpu else None, cpu_s=own)
 
 
 def _child_main(role: str, transport: Transport, phase: Phase, barrier: Barrier,
@@ -427,7 +433,9 @@ def _percentile(ordered: Sequence[int], pct: float) -> int:
 
 
 def _summarize(phase: Phase, producer: SideResult, consumer: SideResult) -> PhaseResult:
-    result = PhaseResult(msgs_per_s=phase.count / max(consumer.elapsed_ns, 1) * 1e9)
+    result = PhaseResult(msgs_per_s=phase.count / max(consumer.elapsed_ns, 1) * 1e9,
+                         producer_cpu_us=producer.cpu_s * 1e6 / phase.count,
+                         consumer_cpu_us=consumer.cpu_s * 1e6 / phase.count)
     if consumer.server_cpu_s is not None:
         result.server_cpu_us = consumer.server_cpu_s * 1e6 / phase.count
     if consumer.latencies_ns:

@@ -14,6 +14,9 @@ fresh pair of processes:
    RIGHT`` in one round trip (``queues.RawKeptTransport``): the least work of a get that
    loses nothing to a consumer killed inside it, so pressure's default mode is compared with
    it too;
+   the script floor: the protocol's Put and Get and that keeping, by the least Lua scripts
+   (``floor_put.lua``, ``floor_get.lua``; ``_floor.ScriptFloorTransport``): what any queue
+   whose every put and get is a script costs here, the bar goals (a) and (c) are set beside;
 3. ``pressure.Queue(serializer="bytes")``, unbounded: ``put`` / ``get``
    (``queues.PressureTransport``);
 4. the same with ``maxsize=--maxsize`` (100);
@@ -26,7 +29,8 @@ fresh pair of processes:
 Each line gives msgs/s (N / the consumer's time from the start barrier to its last get),
 MB/s, and the Redis server's CPU time per message: the main thread's ``INFO cpu`` (the
 whole process's where the server has no per-thread figures), read by the consumer just
-before the start barrier and after its last get, / N. Rounds take turns (``--repeat``, 3
+before the start barrier and after its last get, / N; and each process's own CPU time per
+message (where a message's CPU goes: on two shared cores their sum bounds the speed). Rounds take turns (``--repeat``, 3
 by default here): each round runs every size and every line; the report gives each line's
 median and its min-max over the rounds, and the ratios to raw (and to the floor) and the
 goals are of the medians. Nothing is flushed: every list and queue has a name of its own and
@@ -45,6 +49,7 @@ from multiprocessing.context import SpawnContext
 
 from ._harness import (START_METHOD, WARMUP, BenchConfig, Phase, PhaseResult, Transport, fmt, print_lines,
                        progress, ratio, render_table, size_text, spawn_context, timed_phase)
+from ._floor import ScriptFloorTransport
 from .batch import CELL_BYTES, BatchTransport, Cell, CellRun, PressureBatch, RawBatch, run_warm_cells
 from .queues import (MultiprocessingTransport, PressureTransport, RawKeptTransport, RawRedisTransport,
                      ReliableTransport)
@@ -70,6 +75,8 @@ BATCHES = (100, 500)
 MODES = ("default", "bounded", "reliable")
 #: The floor line's key: raw, keeping each item in Redis until received.
 FLOOR = "floor"
+#: The script floor line's key: the protocol's Put and Get by the least Lua scripts.
+SCRIPT_FLOOR = "script-floor"
 #: The goals: speed at big payloads, the extra CPU's growth, speed at the smallest payload,
 #: batches; "big" is this size and more.
 BIG = 10_000
@@ -100,14 +107,28 @@ class Runs:
     rates: list[float] = field(default_factory=list)
     cpu_us: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: the producer's and the consumer's own CPU per message, µs (single-item lines)
+    producer_us: list[float] = field(default_factory=list)
+    consumer_us: list[float] = field(default_factory=list)
 
-    def add(self, rate: float | None, cpu_us: float | None, error: str | None) -> None:
+    def add(self, rate: float | None, cpu_us: float | None, error: str | None,
+            clients: tuple[float | None, float | None] = (None, None)) -> None:
         if error or rate is None:
             self.errors.append(error or "no result")
             return
         self.rates.append(rate)
         if cpu_us is not None:
             self.cpu_us.append(cpu_us)
+        if clients[0] is not None and clients[1] is not None:
+            self.producer_us.append(clients[0])
+            self.consumer_us.append(clients[1])
+
+    @property
+    def clients(self) -> tuple[float, float] | None:
+        """The median producer and consumer CPU µs per message; None if not measured."""
+        if not self.producer_us or self.errors:
+            return None
+        return statistics.median(self.producer_us), statistics.median(self.consumer_us)
 
     @property
     def rate(self) -> float | None:
@@ -147,6 +168,7 @@ def _single_lines(url: str, maxsize: int) -> list[tuple[str, Callable[[], Transp
     """The single-item lines, baseline first: (key, a factory of a fresh transport)."""
     return [("raw", functools.partial(RawRedisTransport, url)),
             (FLOOR, functools.partial(RawKeptTransport, url)),
+            (SCRIPT_FLOOR, functools.partial(ScriptFloorTransport, url)),
             ("default", functools.partial(PressureTransport, url, 0)),
             ("bounded", functools.partial(PressureTransport, url, maxsize)),
             ("reliable", functools.partial(ReliableTransport, url)),
@@ -171,7 +193,8 @@ def _size_round(ctx: SpawnContext, url: str, size: int, report: PayloadReport) -
     for key, factory in _single_lines(url, report.maxsize):
         watched = phase if key != "mp" else dataclasses.replace(phase, server_url=None)
         result: PhaseResult = timed_phase(ctx, factory, _label(key, report.maxsize), watched)
-        report.line(key, size).add(result.msgs_per_s, result.server_cpu_us, result.error)
+        report.line(key, size).add(result.msgs_per_s, result.server_cpu_us, result.error,
+                                   (result.producer_cpu_us, result.consumer_cpu_us))
     cells = [Cell(size, b, phase.count) for b in report.batches(size)]
     if not cells:
         return
@@ -204,7 +227,8 @@ def run_payloads(url: str, config: BenchConfig, shared: bool = False) -> Payload
 
 # -- the report -----------------------------------------------------------------------
 
-_LABELS = {"raw": "raw LPUSH/BRPOP", FLOOR: RawKeptTransport.label, "default": "pressure default",
+_LABELS = {"raw": "raw LPUSH/BRPOP", FLOOR: RawKeptTransport.label, SCRIPT_FLOOR: ScriptFloorTransport.label,
+           "default": "pressure default",
            "bounded": "pressure bounded", "reliable": "pressure reliable", "mp": "multiprocessing.Queue"}
 
 
@@ -223,7 +247,7 @@ def _label(key: str, maxsize: int) -> str:
 def _baseline(key: str) -> str | None:
     """The line a line is compared with: raw (the floor's too), or raw batches of the same size;
     None for the baselines themselves and for multiprocessing.Queue."""
-    if key in MODES or key == FLOOR:
+    if key in MODES or key in (FLOOR, SCRIPT_FLOOR):
         return "raw"
     if key.startswith("batch x"):
         return "raw x" + key.removeprefix("batch x")
@@ -261,6 +285,7 @@ def format_payload_table(report: PayloadReport) -> list[str]:
     """One row per payload size: raw's figures, every other line against its baseline, and
     pressure default against the floor."""
     header = ("payload", "msgs", "raw msgs/s (MB/s)", "raw CPU µs/msg", "floor: speed / CPU",
+              "script floor: speed / CPU",
               *(f"{m}: speed / CPU" for m in MODES), "default vs floor: speed / CPU",
               *(f"batch {b}: speed / CPU" for b in BATCHES), "mp.Queue msgs/s")
     rows = [header]
@@ -272,6 +297,7 @@ def format_payload_table(report: PayloadReport) -> list[str]:
         mp = report.line("mp", size)
         rows.append((size_text(size), f"{messages(size, report.count):,}", raw_text,
                      fmt(raw.cpu, _cpu_digits(raw.cpu)), _pair(*_vs(report, FLOOR, size)),
+                     _pair(*_vs(report, SCRIPT_FLOOR, size)),
                      *(_pair(*_vs(report, m, size)) for m in MODES), _pair(*_vs(report, "default", size, FLOOR)),
                      *batches,
                      "error" if mp.errors else fmt(mp.rate)))
@@ -290,7 +316,7 @@ def format_payload_spread(report: PayloadReport) -> list[str]:
     rows = [("payload", "line", "msgs/s (min-max)", "MB/s", "CPU µs/msg (min-max)", "speed vs base",
              "CPU vs base", "extra CPU µs/msg")]
     for size in report.sizes:
-        keys = ["raw", FLOOR, *MODES, *(k for b in report.batches(size) for k in (_raw_batch(b), _batch(b))), "mp"]
+        keys = ["raw", FLOOR, SCRIPT_FLOOR, *MODES, *(k for b in report.batches(size) for k in (_raw_batch(b), _batch(b))), "mp"]
         for key in keys:
             runs = report.line(key, size)
             speed, cpu = _vs(report, key, size)
@@ -301,6 +327,28 @@ def format_payload_spread(report: PayloadReport) -> list[str]:
                          "error" if runs.errors else _spread(runs.rates, 0), fmt(mb, 1),
                          "-" if runs.errors else _spread(runs.cpu_us, digits),
                          fmt(speed, 2, "x"), fmt(cpu, 2, "x"), fmt(extra, _cpu_digits(extra))))
+    return render_table(rows)
+
+
+def format_payload_cpu(report: PayloadReport) -> list[str]:
+    """Where each single-item line's CPU goes per message: the producer process's own, the
+    consumer's, the Redis main thread's, and their sum against raw's (on 2 shared cores the
+    three processes' sum bounds the speed)."""
+    rows = [("payload", "line", "producer µs/msg", "consumer µs/msg", "Redis µs/msg", "total µs/msg",
+             "total vs raw")]
+    for size in report.sizes:
+        raw = report.line("raw", size)
+        raw_total = None if raw.clients is None or raw.cpu is None else sum(raw.clients) + raw.cpu
+        for key in ("raw", FLOOR, SCRIPT_FLOOR, *MODES, "mp"):
+            runs = report.line(key, size)
+            clients = runs.clients
+            if clients is None:
+                continue
+            server = runs.cpu if key != "mp" else 0.0
+            total = None if server is None else sum(clients) + server
+            rows.append((size_text(size), _label(key, report.maxsize), fmt(clients[0], 1), fmt(clients[1], 1),
+                         "-" if key == "mp" else fmt(server, 1), fmt(total, 1),
+                         fmt(ratio(total, raw_total), 2, "x")))
     return render_table(rows)
 
 
@@ -335,7 +383,9 @@ def format_payload_goals(report: PayloadReport) -> list[str]:
     at the smallest payload, and beside it "(b, floor)", the same over the floor line (how
     much of the extra is the guarantee of keeping an item until received); (c) at the
     smallest payload, default and bounded at least 0.8x raw; (d) every batch line at least
-    0.9x raw batches of its size."""
+    0.9x raw batches of its size. Beside (a) and (c), "(a, script floor)" and "(c, script
+    floor)": whether the script floor line meets the same bar (where it does not, no queue
+    whose every put and get is a Lua script meets it on this machine)."""
     smallest = min(report.sizes)
     big = [s for s in report.sizes if s >= BIG and s != smallest]
     lines = ["goals (payload sizes, from the medians):"]
@@ -343,12 +393,17 @@ def format_payload_goals(report: PayloadReport) -> list[str]:
         for mode in ("default", "reliable"):
             lines.append(_goal(f"(a) {size_text(size)} {mode} speed >= {GOAL_BIG_SPEED}x raw",
                                _vs(report, mode, size)[0], GOAL_BIG_SPEED, _rates(report, mode, size)))
+        lines.append(_goal(f"(a, script floor) {size_text(size)} speed >= {GOAL_BIG_SPEED}x raw",
+                           _vs(report, SCRIPT_FLOOR, size)[0], GOAL_BIG_SPEED, _rates(report, SCRIPT_FLOOR, size)))
     for size in big:
         for mode in MODES:
             lines += [_growth(report, mode, size, smallest, "raw"), _growth(report, mode, size, smallest, FLOOR)]
     for mode in ("default", "bounded"):
         lines.append(_goal(f"(c) {size_text(smallest)} {mode} speed >= {GOAL_SMALL_SPEED}x raw",
                            _vs(report, mode, smallest)[0], GOAL_SMALL_SPEED, _rates(report, mode, smallest)))
+    lines.append(_goal(f"(c, script floor) {size_text(smallest)} speed >= {GOAL_SMALL_SPEED}x raw",
+                       _vs(report, SCRIPT_FLOOR, smallest)[0], GOAL_SMALL_SPEED,
+                       _rates(report, SCRIPT_FLOOR, smallest)))
     for size in report.sizes:
         for b in report.batches(size):
             key = _batch(b)
@@ -370,10 +425,16 @@ def print_payload_report(report: PayloadReport, config: BenchConfig) -> None:
           "(DEL <held> and")
     print("    BLMOVE <list> <held> in one round trip); 'default vs floor': pressure default's speed / CPU "
           "as ratios to the floor's")
+    print("  script floor: the protocol's Put and Get, keeping what is taken until the client has it, by the "
+          "least Lua scripts")
+    print("    (pressure/bench/floor_put.lua, floor_get.lua: one call per put and per get, the payload through "
+          "Lua)")
     if report.shared:
         print("  the server is not the run's own: its CPU figures count other clients' commands too")
     print_lines(format_payload_table(report))
     print_lines(format_payload_spread(report), f"every line: median (min-max) over {report.repeat} round(s)")
+    print_lines(format_payload_cpu(report), "where each message's CPU goes (medians; each process's own CPU "
+                "over the timed part, Redis's main thread from INFO cpu):")
     errors = sorted({f"  - {_label(key, report.maxsize)} {size_text(size)}: {e.strip().splitlines()[-1]}"
                      for (key, size), runs in report.runs.items() for e in runs.errors})
     skipped = [f"{size_text(s)} x{b}" for s in report.sizes for b in BATCHES if b not in report.batches(s)]
