@@ -77,8 +77,9 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
 @click.option("--payload", is_flag=True,
               help="Run only the payload section (also in the default run): what a payload of each "
                    "--payload-sizes costs through pressure.Queue (default, bounded, reliable, put_many/get_many) "
-                   "against raw redis-py LPUSH/BRPOP and a raw floor keeping each item until received, "
-                   "in msgs/s, MB/s and Redis CPU per message.")
+                   "against raw redis-py LPUSH/BRPOP, a raw floor keeping each item until received and a "
+                   "script floor (the protocol by the least Lua scripts), in msgs/s, MB/s, and CPU per "
+                   "message: Redis's, the producer's and the consumer's.")
 @click.option("--spark", is_flag=True,
               help="Run only the Spark section: the pressure data source against raw redis-py from Spark "
                    "tasks (needs pyspark and Java).")
