@@ -30,11 +30,11 @@ Each line gives msgs/s (N / the consumer's time from the start barrier to its la
 MB/s, and the Redis server's CPU time per message: the main thread's ``INFO cpu`` (the
 whole process's where the server has no per-thread figures), read by the consumer just
 before the start barrier and after its last get, / N; and each process's own CPU time per
-message (where a message's CPU goes: on two shared cores their sum bounds the speed). Rounds take turns (``--repeat``, 3
-by default here): each round runs every size and every line; the report gives each line's
-median and its min-max over the rounds, and the ratios to raw (and to the floor) and the
-goals are of the medians. Nothing is flushed: every list and queue has a name of its own and
-is deleted after its line.
+message (where a message's CPU goes: on two shared cores their sum bounds the speed). Rounds
+take turns (``--repeat``, 3 by default here): each round runs every size and every line; the
+report gives each line's median and its min-max over the rounds, and the ratios to raw (and
+to the floors) and the goals are of the medians. Nothing is flushed: every list and queue has
+a name of its own and is deleted after its line.
 """
 
 from __future__ import annotations
