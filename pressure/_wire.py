@@ -193,10 +193,17 @@ def _while_connecting(exc: BaseException) -> bool:
     return False
 
 
+def _protocol_error(error: object) -> bool:
+    """Whether ``error`` is the server's 'Protocol error' reply (an argument longer than its
+    proto-max-bulk-len, say), after which it closes the connection: ``Wire._read`` drops it."""
+    return isinstance(error, redis.ResponseError) and str(error).startswith("Protocol error")
+
+
 def _dropped_with(error: object) -> bool:
-    """Whether redis-py dropped the connection on reading the error reply ``error`` (it does so
-    for the replies it maps to a ConnectionError), losing any replies pipelined after it."""
-    return isinstance(error, redis.ConnectionError)
+    """Whether the connection was dropped on reading the error reply ``error``, losing any
+    replies pipelined after it: redis-py drops it for the replies it maps to a ConnectionError,
+    ``Wire._read`` for a 'Protocol error' (``_protocol_error``)."""
+    return isinstance(error, redis.ConnectionError) or _protocol_error(error)
 
 
 class Wire(Routing):
@@ -540,7 +547,7 @@ class Wire(Routing):
             if not refused_for_now(exc):
                 self.raise_error(exc, what, mutating)
             reply = exc  # a Sentinel-managed connection's READONLY: it did not run
-        if isinstance(reply, redis.ResponseError) and str(reply).startswith("Protocol error"):
+        if _protocol_error(reply):
             conn.disconnect()  # the server closes the connection after it
         return reply
 

@@ -338,10 +338,11 @@ class Backend(Wire):
         head: list[Any] = []
         for _ in range(len(loads) + 1 + atomic):  # the loads', MULTI's, the QUEUEDs
             head.append(self._read(conn, what, True))
-            if _dropped_with(head[-1]) and refused_for_now(head[-1]):
-                # (READONLY through Sentinel, LOADING) redis-py dropped the connection with the
-                # replies behind: a command refused at queueing discards the transaction, and a
-                # refused load or MULTI leaves none to run. None ran; all may be sent again.
+            if _dropped_with(head[-1]):
+                # the connection went with the replies behind (READONLY through Sentinel,
+                # LOADING, a 'Protocol error' the server closed it after) before the EXEC: the
+                # transaction is discarded, and a refused load or MULTI leaves none to run. None
+                # ran; all may be sent again where the refusal is for now.
                 lost = redis.ConnectionError(f"reply lost: the connection was dropped on {head[-1]}")
                 return [head[-1]] * atomic + [lost] * rest
         for name, reply in zip(loads, head):

@@ -21,6 +21,7 @@ import pressure
 from pressure.testing import RedisServer
 
 from .helpers import assert_invariants, blocks, snapshot
+from .reply_proxy import ReplyDropper
 
 TIMEOUT_MESSAGE = r"^'timeout' must be a non-negative number$"
 
@@ -222,26 +223,35 @@ def test_small_items_never_read_the_limit(small_bulk_server: RedisServer, prefix
     r.close()
 
 
+@pytest.mark.parametrize("through", ["direct", "proxy"])
 def test_item_size_without_config_permission_assumes_the_default(small_bulk_server: RedisServer,
-                                                                 prefix: str) -> None:
+                                                                 prefix: str, through: str) -> None:
     """A user that may not run CONFIG: the limit is taken to be Redis's default (512 MiB); an
-    item over the real limit is then refused by the server, still as a known outcome."""
+    item over the real limit is then refused by the server, still as a known outcome. Through a
+    proxy that takes in the whole write before the server reads it, the server answers the
+    transaction's first replies, then 'Protocol error' and closes the connection: the replies
+    still owed after it are never read (redis-py raised AttributeError on the closed one)."""
     r = redis.Redis.from_url(small_bulk_server.url)
     r.acl_setuser("no-config", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
                   commands=["+@all", "-config"])
+    proxy = ReplyDropper(small_bulk_server.port) if through == "proxy" else None
+    port = small_bulk_server.port if proxy is None else proxy.port
     q: pressure.Queue[bytes] = pressure.Queue(
-        "no-config", url=f"redis://no-config:pw@127.0.0.1:{small_bulk_server.port}/0", prefix=prefix,
-        serializer="bytes")
+        "no-config", url=f"redis://no-config:pw@127.0.0.1:{port}/0", prefix=prefix, serializer="bytes")
     q.put(b"first")
     before = _dump_all(r, prefix)
     assert q._backend.bulk_limit() == 512 * 1024 * 1024
     with pytest.raises(pressure.BackendError) as info:
         q.put(b"x" * 2_000_000)
     assert not isinstance(info.value, pressure.OutcomeUnknown)
+    if proxy is not None:  # (directly, the server may close the connection while it is sent)
+        assert "larger than it accepts" in str(info.value)
     assert _dump_all(r, prefix) == before
     assert q.get_nowait() == b"first"
     q.disconnect()
     r.close()
+    if proxy is not None:
+        proxy.close()
 
 
 # -- a payload another client wrote that does not load ----------------------------------------
