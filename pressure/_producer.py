@@ -134,6 +134,8 @@ class _Producer(Generic[T]):
         result = self._send(payloads, count, orders, negative, took, delay_ms, meta)
         if isinstance(result, list) or result >= 0:
             self.last_len = result[0] if isinstance(result, list) else result
+            if self.last_len > self.full_at:
+                self.full_at = 0  # room past it (a bound raised since): learnt again at the next wait
         return result
 
     def _send(self, payloads: list[bytes], count: int, orders: list[bytes] | None, negative: bool,

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 import pressure
-
+import pressure._producer
 from pressure.connection import _script_sha
 
 from .helpers import assert_invariants, blocks, blocks_raising
@@ -68,6 +68,24 @@ def test_a_put_that_expects_a_full_queue_keeps_its_timeout_and_finds_room_at_onc
     q.put("c", timeout=5)  # room: the BRPOP in front finds the permit
     assert q.qsize() == 1 and q.get_nowait() == "c"
     assert got == ["a"]
+    assert_invariants(r, q)
+
+
+def test_a_put_past_the_length_it_expected_full_stops_expecting_it(
+        make_queue: Any, url: str, r: redis.Redis) -> None:
+    """A bound raised since the producer waited: a put that leaves the queue longer than the
+    length it found full at forgets that length, and the puts after it send no BRPOP in front."""
+    q = make_queue("raised", 1)
+    q.put("a")
+    got: list[Any] = []
+    blocks(lambda: q.put("b"), lambda: got.append(q.get()))  # waits: full is one item
+    q.maxsize = 10
+    q.put("c")  # expected full (one item queued): its BRPOP finds the permit
+    monitor = _Monitor(url)
+    q.put("d")
+    q.put("e")
+    assert not [line for line in monitor.close(r) if line.startswith("BRPOP")]
+    assert got == ["a"] and q.qsize() == 4
     assert_invariants(r, q)
 
 
