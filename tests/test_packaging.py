@@ -4,6 +4,7 @@ the executor examples run as a newcomer runs them (no virtualenv activated)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
@@ -69,6 +70,21 @@ def test_the_worker_command_loads_no_benchmark() -> None:
     modules = json.loads(out.stdout)
     assert "pressure.executor.worker" in modules
     assert [m for m in modules if m.startswith("pressure.bench")] == []
+
+
+# -- the hiredis extra ----------------------------------------------------------------------
+
+
+def test_the_hiredis_extra_asks_for_the_hiredis_that_redis_py_uses() -> None:
+    """``pip install 'pressure-queue[hiredis]'`` installs redis-py's own hiredis extra, whose
+    pin follows the redis-py installed. A bare ``hiredis`` requirement let pip keep a hiredis
+    older than the one redis-py accepts (3.2 since redis-py 6.2), which redis-py then ignores
+    without a word. The test extra installs it too: the suite runs with it, as users do."""
+    requires = importlib.metadata.requires("pressure-queue") or []
+    extra = [r.split(";")[0].replace(" ", "") for r in requires if re.search(r"""extra *== *.hiredis.""", r)]
+    assert extra and all(r.startswith("redis[hiredis]") for r in extra), extra
+    import redis.utils
+    assert redis.utils.HIREDIS_AVAILABLE, "the test extra installs redis[hiredis]: redis-py does not use it here"
 
 
 # -- a missing extra ----------------------------------------------------------------------
