@@ -65,7 +65,9 @@ same work done with plain commands on a plain list; prints the ratios and issue 
 and beside single items and batches the floor (``_floor``: the protocol's Put and Get, and
 keeping what is taken until the client has it, in one-key scripts doing nothing more).
 ``--server-cost-instructions`` counts instead the instructions a private server run under
-valgrind's callgrind executes per message (``_callgrind``): repeatable on a busy machine.
+valgrind's callgrind executes per message (``_callgrind``): repeatable on a busy machine; and
+then where a put's and a get's script call spend theirs (``script_cost``): the call itself, the
+library's definitions Lua makes again on every call, and the rest.
 
 **Sharded queues** (``pressure.bench.sharded``, opt-in with ``--sharded``, which runs only it):
 ``pressure.ShardedQueue`` with 1, 2, 3 and 6 shards (``--sharded-shards``) on a local 3-master
@@ -111,6 +113,7 @@ __all__ = ["BenchConfig", "PhaseResult", "config_from_args", "main", "parse_args
 #   spark      --spark: the Spark data source against raw redis-py from Spark tasks
 #   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
 #   _callgrind  --server-cost-instructions: a private redis-server under callgrind
+#   script_cost --server-cost-instructions: a put's and a get's script call, in parts
 #   sharded    --sharded: ShardedQueue on a local 3-master cluster, 1..N shards, against raw
 #   __main__   python -m pressure.bench
 # Sections import _harness (batch imports queues, payload queues and batch), never the package

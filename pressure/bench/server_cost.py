@@ -43,6 +43,7 @@ import pressure
 from ._callgrind import CallgrindRedis
 from ._floor import floor_batch, floor_single
 from ._harness import BenchConfig, fmt, in_two_threads, print_lines, ratio, render_table, server_cpu_seconds
+from .script_cost import ScriptCost, format_script_costs, script_costs
 
 PAYLOAD = b"x" * 100
 #: Deliveries held at once by the "holding" path (each acknowledged among the others).
@@ -312,14 +313,24 @@ PATHS = [
 Result = tuple[Path, Cost, Cost, Cost | None]
 
 
-def run_server_cost(url: str, config: BenchConfig) -> list[Result]:
+@dataclass(frozen=True)
+class ServerCost:
+    """The section's results: each path's (``Result``), and under callgrind where a put's and
+    a get's script call spend their instructions (``script_cost``; else empty)."""
+
+    paths: list[Result]
+    scripts: list[ScriptCost]
+
+
+def run_server_cost(url: str, config: BenchConfig) -> ServerCost:
     """Each path, its baseline and its floor, in turns for ``config.repeat`` rounds, the lowest
     cost of each kept; with ``config.server_cost_instructions`` on a server of its own under
-    callgrind."""
+    callgrind, and then the parts of a put's and a get's script call there."""
     if config.server_cost_instructions:
         with CallgrindRedis() as server:
-            return _rounds(server.url, config, server)
-    return _rounds(url, config, None)
+            paths = _rounds(server.url, config, server)
+            return ServerCost(paths, script_costs(server, config.server_cost_count))
+    return ServerCost(_rounds(url, config, None), [])
 
 
 def _rounds(url: str, config: BenchConfig, counter: CallgrindRedis | None) -> list[Result]:
@@ -355,7 +366,8 @@ def _floor(floor: Cost | None, base: Cost, digits: int) -> str:
     return f"{fmt(floor.cost, digits)} ({fmt(ratio(floor.cost, base.cost), 2, 'x')})"
 
 
-def print_server_cost_report(results: list[Result], config: BenchConfig) -> None:
+def print_server_cost_report(cost: ServerCost, config: BenchConfig) -> None:
+    results = cost.paths
     rounds = f"; lowest of {config.repeat} rounds" if config.repeat > 1 else ""
     if config.server_cost_instructions:
         rows: list[tuple[str, ...]] = [
@@ -371,6 +383,9 @@ def print_server_cost_report(results: list[Result], config: BenchConfig) -> None
                                         f"callgrind, commandstats{rounds}; the goals are judged on CPU "
                                         f"time, without this flag)")
         print(FLOOR_NOTE)
+        if cost.scripts:
+            title, *table = format_script_costs(cost.scripts, config.server_cost_count)
+            print_lines(table, title)
         return
     rows = [("path", "pressure µs/msg", "raw µs/msg", "CPU ratio", "goal", "floor µs/msg (ratio)", "cmds/msg (raw)",
              "EVALSHA/msg")]
