@@ -14,18 +14,32 @@ import importlib.resources
 import re
 from collections.abc import Sequence
 
-__all__ = ["Call", "NATIVE_BYTES", "PackedScript", "pack_command", "pack_get_moves", "pack_moves"]
+__all__ = ["Call", "NATIVE_BYTES", "PackedScript", "pack_command", "pack_get_moves", "pack_moves",
+           "script_library"]
 
 
 @functools.cache
 def _script_source(name: str) -> str:
     """The text of script ``<script>`` (a FIFO queue's) or ``<script>@lifo`` /
-    ``<script>@priority``: the shared functions of lua/lib.lua and the item
-    functions for the queue's kind (lua/items_list.lua or lua/items_zset.lua)
-    that it uses (``_used``), then the script itself (a script with a line that starts
-    ``_LIBRARY_HERE`` has them there instead). Each kind is a script of
-    its own (its own SHA1), so no script asks at run time what kind of queue it
+    ``<script>@priority``: its library (``script_library``), then the script itself (a
+    script with a line that starts ``_LIBRARY_HERE`` has them there instead). Each kind is a
+    script of its own (its own SHA1), so no script asks at run time what kind of queue it
     serves."""
+    script = name.partition("@")[0]
+    body = (importlib.resources.files("pressure") / "lua" / f"{script}.lua").read_text("utf-8")
+    library = script_library(name)
+    prologue, marker, rest = body.partition(_LIBRARY_HERE)
+    if not marker:
+        return "\n".join((*library, body))
+    return "\n".join((prologue, *library, marker + rest))
+
+
+@functools.cache
+def script_library(name: str) -> tuple[str, ...]:
+    """The definitions script ``name`` (as ``_script_source`` names it) carries: the shared
+    functions of lua/lib.lua and the item functions for the queue's kind (lua/items_list.lua
+    or lua/items_zset.lua) that it uses (``_used``), in order, each with its comment. Lua
+    makes each function a closure again on every call of the script."""
     script, _, kind = name.partition("@")
     folder = importlib.resources.files("pressure") / "lua"
     if kind in ("", "fifo"):
@@ -36,11 +50,7 @@ def _script_source(name: str) -> str:
     else:
         raise ValueError(f"no such kind of queue: {kind!r}")
     body = (folder / f"{script}.lua").read_text("utf-8")
-    library = _used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body)
-    prologue, marker, rest = body.partition(_LIBRARY_HERE)
-    if not marker:
-        return "\n".join((*library, body))
-    return "\n".join((prologue, *library, marker + rest))
+    return tuple(_used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body))
 
 
 #: A line of a script's own that its library's definitions go after (else before the script):

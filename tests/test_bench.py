@@ -8,7 +8,6 @@ import multiprocessing
 import re
 from collections.abc import Iterator
 from multiprocessing.context import SpawnContext
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -197,30 +196,13 @@ def test_server_cost_instructions_counts_a_private_server_under_callgrind(
         assert call + library + rest == pytest.approx(total, abs=3)
 
 
-def test_the_script_cost_library_is_the_one_each_script_carries() -> None:
-    """script_cost measures a script's library as the definitions _packing puts in the script
-    it sends (a FIFO queue's): each of them is in that text, and they are all lib.lua's and
-    items_list.lua's definitions that the text holds."""
-    from pressure import _packing
-    from pressure.bench import script_cost
-
-    folder = Path(_packing.__file__).parent / "lua"
-    every = _packing._used((folder / "lib.lua").read_text() + "\n" + (folder / "items_list.lua").read_text(),
-                           (folder / "lib.lua").read_text() + (folder / "items_list.lua").read_text())
-    for name in ("put", "get"):
-        library = script_cost._library(name)
-        source = _packing._script_source(name)
-        assert library and all(definition in source for definition in library)
-        assert [d for d in every if d in source] == library
-
-
 def test_script_cost_rows_split_a_call_in_parts_that_add_up() -> None:
     from pressure.bench.script_cost import ScriptCost, format_script_costs
 
     title, header, rule, row = format_script_costs([ScriptCost("put (put.lua)", 100_000, 20_000, 10_000, 20)], 500)
     assert title.startswith("Where a script call's instructions go (500 calls of each")
     assert row.split("|")[1:] and [c.strip() for c in row.split("|")] == [
-        "put (put.lua)", "100,000", "20,000 (20%)", "10,000 (10%), 20 functions", "70,000 (70%)"]
+        "put (put.lua)", "100,000", "20,000 (20%)", "10,000 (10%), 20 definitions", "70,000 (70%)"]
 
 
 # -- the payload section ------------------------------------------------------------

@@ -5,9 +5,9 @@ Each hot script call is split three ways, each part counted on its own:
 
 * the call itself: an EVALSHA of a script that returns at once, with as many KEYS and ARGV
   (parsing the command, finding the script, handing its arguments to Lua, the reply);
-* its library's definitions: the lua/lib.lua and item functions it uses (``_packing._used``),
-  which Lua makes into closures again on every call of an EVAL script, measured as a script of
-  those definitions alone (less the call itself);
+* its library's definitions: the lua/lib.lua and item functions (and values) it uses
+  (``_packing.script_library``), which Lua makes into closures again on every call of an EVAL
+  script, measured as a script of those definitions alone (less the call itself);
 * the rest: the commands it runs and its own code, what the call as pressure's hot path sends
   it costs beyond the two above (a get's includes the DEL posted in front of it, which drops
   the entry the get before received: default mode).
@@ -18,7 +18,6 @@ backlog ('nowait' calls, one round trip each).
 
 from __future__ import annotations
 
-import importlib.resources
 import uuid
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ import redis
 
 import pressure
 
-from .. import _packing
+from .._packing import script_library
 from .._scripts import GET, PUT, Script
 from ._callgrind import CallgrindRedis
 from ._harness import fmt, render_table
@@ -49,14 +48,6 @@ class ScriptCost:
     @property
     def rest(self) -> float:
         return self.total - self.call - self.library
-
-
-def _library(name: str) -> list[str]:
-    """The definitions script ``name`` (a FIFO queue's) carries: ``_packing._script_source``'s."""
-    folder = importlib.resources.files("pressure") / "lua"
-    items = (folder / "items_list.lua").read_text("utf-8")
-    body = (folder / f"{name}.lua").read_text("utf-8")
-    return _packing._used((folder / "lib.lua").read_text("utf-8") + "\n" + items, body)
 
 
 def _per_call(server: CallgrindRedis, r: redis.Redis, text: str, script: Script, key: str, n: int) -> float:
@@ -91,7 +82,7 @@ def script_costs(server: CallgrindRedis, n: int) -> list[ScriptCost]:
         costs = []
         for label, script, total in (("put (put.lua)", PUT, put_total),
                                      ("get (get.lua 'nowait', and the DEL posted in front)", GET, get_total)):
-            library = _library(script.name)
+            library = script_library(script.name)
             call = _per_call(server, r, "return 1", script, key, n)
             with_library = _per_call(server, r, "\n".join((*library, "return 1")), script, key, n)
             costs.append(ScriptCost(label, total, call, with_library - call, len(library)))
@@ -111,9 +102,9 @@ def format_script_costs(costs: list[ScriptCost], n: int) -> list[str]:
                                     "the rest: its commands and its own code")]
     for cost in costs:
         rows.append((cost.label, fmt(cost.total, 0), _share(cost.call, cost.total),
-                     f"{_share(cost.library, cost.total)}, {cost.definitions} functions",
+                     f"{_share(cost.library, cost.total)}, {cost.definitions} definitions",
                      _share(cost.rest, cost.total)))
     title = (f"Where a script call's instructions go ({n:,} calls of each, 100-byte payloads; the call itself: "
-             f"an EVALSHA of a script that returns at once; the library: its functions, made again on "
+             f"an EVALSHA of a script that returns at once; the library: its definitions, made again on "
              f"every call)")
     return [title, *render_table(rows)]
