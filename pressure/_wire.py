@@ -174,10 +174,24 @@ def _tls_hint(text: str) -> str | None:
 #: What a connection closed by the other side during the handshake probably means (no TLS).
 _NOT_REDIS_HINT = (" (the server closed the connection at once: is it a Redis server? If that port "
                    "speaks TLS, use a rediss:// URL)")
+#: What a first reply that is not RESP means (hiredis says so where redis-py's own parser
+#: reads on to the close: an HTTP server's page starts with '<').
+_NOT_RESP_HINT = (" (the server's first reply is not in Redis's protocol: is it a Redis server? If "
+                  "that port speaks TLS, use a rediss:// URL)")
 
 
 def _closed_at_once(text: str) -> bool:
     return "reset by peer" in text or "closed by server" in text
+
+
+def _not_redis_hint(text: str) -> str:
+    """The hint for a failure of redis-py's handshake (no TLS) whose text is ``text``: the
+    server closed the connection at once, or answered in another protocol; else ''."""
+    if _closed_at_once(text):
+        return _NOT_REDIS_HINT
+    if "Protocol error, got" in text or "Protocol Error:" in text:  # hiredis's, redis-py's parser's
+        return _NOT_RESP_HINT
+    return ""
 
 
 def _while_connecting(exc: BaseException) -> bool:
@@ -419,8 +433,8 @@ class Wire(Routing):
             raise _RetryLater(exc)
         text = str(exc)
         tls = issubclass(self.config.connection_class, redis.SSLConnection)
-        if connecting and not tls and _closed_at_once(text):
-            text += _NOT_REDIS_HINT
+        if connecting and not tls:
+            text += _not_redis_hint(text)
         if connecting and self.config.origin:
             text += f" (this server was chosen by {self.config.origin})"
         if connecting and tls:
@@ -583,9 +597,9 @@ class Wire(Routing):
             raise BackendError(f"{what} on {where} failed: {text}") from exc
         if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             self._loaded.clear()  # a restarted or failed-over server has no scripts loaded
-        if (isinstance(exc, redis.ConnectionError) and _closed_at_once(text) and _while_connecting(exc)
+        if (isinstance(exc, (redis.ConnectionError, redis.exceptions.InvalidResponse)) and _while_connecting(exc)
                 and not issubclass(self.config.connection_class, redis.SSLConnection)):
-            text += _NOT_REDIS_HINT  # (a command redis-py sends for us: the one asked for was never sent)
+            text += _not_redis_hint(text)  # (a command redis-py sends for us: the one asked for was never sent)
         never_sent = "connecting to" in text or "connect" in text.lower() and "refused" in text.lower()
         if mutating and not never_sent and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             raise OutcomeUnknown(
