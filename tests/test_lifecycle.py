@@ -345,6 +345,26 @@ def test_an_expired_item_can_be_dead_lettered(make_queue: Any, r: redis.Redis) -
     assert q.unfinished_tasks == 2  # back in the queue (with no ttl left to run): not done again
 
 
+@pytest.mark.parametrize("reliable", [False, True])
+@pytest.mark.parametrize("how", ["get", "get_many", "blocking get"])
+def test_a_shut_down_queue_whose_items_all_expired_is_drained_at_the_first_get(
+        make_queue: Any, reliable: bool, how: str) -> None:
+    """A get that drops the last items as expired, on a shut-down queue, raises ShutDown: it is
+    closed and empty. (The model found it: that get said Empty, the next one ShutDown.)"""
+    q = make_queue(f"ttlsd{int(reliable)}{how[0]}{len(how)}", reliable=reliable)
+    q.put_many(["a", "b"], ttl=0.05)
+    time.sleep(0.1)
+    q.shutdown()
+    with pytest.raises(pressure.ShutDown):
+        if how == "get":
+            q.get_nowait()
+        elif how == "get_many":
+            q.get_many(2, block=False)
+        else:
+            q.get(timeout=5)
+    assert q.qsize() == 0 and q.statistics().expired == 2
+
+
 def test_a_delay_extends_the_ttl(make_queue: Any) -> None:
     """As tarantool's fifottl: the ttl runs from when the item is due."""
     q = make_queue("ttlx")

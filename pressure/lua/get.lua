@@ -314,7 +314,12 @@ end
 -- finds a consumer's lists only through its record, and a sweep drops the records of
 -- consumers whose lists are gone (a closed queue's last get must not leave one behind)
 if redis.call('HGET', consumers, me) ~= record then redis.call('HSET', consumers, me, record) end
-if len == 0 and look(closed) then
+-- The answer to a get on a closed queue with nothing queued: -3 (drained: ShutDown) unless an
+-- item may still come back, else -8 (the caller takes back what dead consumers hold, then
+-- waits); nil for a blocking call with flag 'w', which waits as on an open, empty queue.
+-- (What it uses comes as arguments: a closure of upvalues costs every call that makes it,
+-- some thousands of instructions, and nearly every call makes it for nothing.)
+local function closed_status(nowait, flag, waiting, wake, state_of, ext, consumers, me, inflight, meta)
   -- Whether a list holds anything but wake-up entries.
   local function has_entries(key)
     local n = redis.call('LLEN', key)
@@ -360,6 +365,11 @@ if len == 0 and look(closed) then
   -- consumers hold, then waits with 'w' as on an open, empty queue)
   if nowait then return -8 end
   if flag ~= 'w' then return wake(-8) end
+  return nil
+end
+if len == 0 and look(closed) then
+  local status = closed_status(nowait, flag, waiting, wake, state_of, ext, consumers, me, inflight, meta)
+  if status then return status end
 end
 if flag == '1' then return wake(-7) end
 if not registered and not role_free then
@@ -451,6 +461,11 @@ if len > 0 and (has_state or kept_out > 0) then
   len = left + #taken
   -- an item let in from behind its utube key may have changed it (lib.lua utube_done)
   permits = redis.call('LLEN', not_full)
+  if len == 0 and look(closed) then
+    -- every item queued had expired (dropped on the way): closed and empty now, as above
+    local status = closed_status(nowait, flag, waiting, wake, state_of, ext, consumers, me, inflight, meta)
+    if status then return status end
+  end
 end
 if len > 0 then
   local want = 1
