@@ -145,10 +145,9 @@ class _Consumer(_ConsumerState[T]):
         (get.lua flag 'N': 'nowait', 'block' and 'woken' each in a MULTI with the BLMOVE that
         moves it)."""
         now = time.monotonic()
-        deadline = math.inf if wait is None else now + max(wait, 0.0)
-        busy_deadline = max(deadline, now + self.backend.slice)
-        inbox, inflight, held = self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid)
         backend = self.backend
+        deadline = math.inf if wait is None else now + max(wait, 0.0)
+        busy_deadline = max(deadline, now + backend.slice)
         command = self.get_command
         waited, self.waited = self.waited, True
         if not waited:
@@ -160,7 +159,7 @@ class _Consumer(_ConsumerState[T]):
                 if native:
                     got = self.native_call(cid, self._tail(cid, "nowait", "N"))
                 else:
-                    got = backend.script(command, self._tail(cid, "nowait", "n"))
+                    got = backend.packed_script(command.name, self.packed_get(cid, "nowait", "n"))
             except BackendError:
                 self.pending_cancel.append(cid)  # a lost reply: the entry waits in our in-flight list
                 raise
@@ -169,6 +168,7 @@ class _Consumer(_ConsumerState[T]):
                 self.waited = not more  # none left: the next get sends the pipeline (and 'woken')
                 return entry  # type: ignore[no-any-return]
             waited = True  # empty, busy, closed or gone: the pipeline below tells which
+        inbox, inflight, held = self.keys.inbox(cid), self.keys.inflight(cid), self.keys.held(cid)
         idle = "N" if native else "0"  # get.lua's flag for 'block' (a native one may move the item)
         tail = self._tail(cid, "block", "1" if wait is not None and wait < 0 else idle)
         # behind the BLMOVE: takes the item a put announced to us, the waiter, as soon as the

@@ -105,6 +105,10 @@ class _ConsumerState(Generic[T]):
         self.last_received: dict[str, list[str]] = self.departure.received
         self.departure.acknowledged += [self.posted, self.owed]
         self.record_cache: tuple[int, str] = (-1, "")
+        #: (consumer id, mode, flag) -> get.lua's call packed (``packed_get``), made with the
+        #: record ``packed_for``
+        self.packed_gets: dict[tuple[str, str, str], list[bytes]] = {}
+        self.packed_for = ""
         # this handle's own consumer lists: two handles in one thread never share them
         self.token = uuid.uuid4().hex[:8]
         #: consumers whose cancel failed: retried before the next call
@@ -134,6 +138,23 @@ class _ConsumerState(Generic[T]):
             mode = "r" if self.options.reliable else "d"
             self.record_cache = (pid, f"{host}|{pid}|{start}|{self.options.visibility_ms}|{mode}")
         return self.record_cache[1]
+
+    def packed_get(self, cid: str, mode: str, flag: str) -> list[bytes]:
+        """get.lua's whole call for consumer ``cid`` in ``mode`` with ``flag`` (``_tail``), for
+        ``Backend.packed_script``: packed once, for as long as this process's record stands
+        (the client identifier is part of ``cid``, or the handle's own). A backlog's gets send
+        the same call every time."""
+        record = self.record()
+        if record is not self.packed_for:  # a new process (forked): a new record
+            self.packed_gets.clear()
+            self.packed_for = record
+        key = (cid, mode, flag)
+        packed = self.packed_gets.get(key)
+        if packed is None:
+            if len(self.packed_gets) >= 16:  # the threads, modes and flags met are few: keep the last
+                self.packed_gets.pop(next(iter(self.packed_gets)))
+            packed = self.packed_gets[key] = [self.get_command.pack(self._tail(cid, mode, flag))]
+        return packed
 
     def _tail(self, cid: str, mode: str, flag: str) -> list[bytes | str | int]:
         """get.lua's ARGV for consumer ``cid`` in ``mode`` (its one key, the queue's, is fixed:

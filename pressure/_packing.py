@@ -150,6 +150,14 @@ class PackedScript:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         return self._head + b"".join(map(_bulk, tail))
 
+    def around(self, tail: Sequence[bytes | str | int], index: int) -> tuple[bytes, bytes]:
+        """The whole command packed but for ``tail[index]``: what comes before it and what comes
+        after, for a caller that sends the same call with only that argument changing (``pack``
+        of ``tail`` is ``before + <that argument as a bulk string> + after``)."""
+        if len(tail) != self._tail_len:
+            raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
+        return (self._head + b"".join(map(_bulk, tail[:index])), b"".join(map(_bulk, tail[index + 1:])))
+
     def pack_items(self, tail: Sequence[bytes | str | int], items: Sequence[bytes]) -> list[bytes]:
         """The whole command with the usual arguments and then ``items`` (put_many's), as
         chunks to send one after the other: small items are joined, a large one is a chunk

@@ -56,6 +56,8 @@ class _Producer(Generic[T]):
         self.bytes = isinstance(self.serializer, serializers.BytesSerializer)
         #: put.lua with ARGV[9..], packed once per number of extra arguments (``many_call``)
         self._many: dict[int, PackedScript] = {}
+        #: (client identifier, negative, took) -> put.lua's call packed around its payload (``packed``)
+        self._around: dict[tuple[str, bool, str], tuple[bytes, bytes]] = {}
         #: whether payloads can move natively (FIFO items: the protocol's list)
         self.native = queue._variant == ""
         #: the size of the last batch a native put could not put whole (NOT_ALL: the bound left
@@ -82,6 +84,18 @@ class _Producer(Generic[T]):
         """put.lua's ARGV[1..8] for one item (``delay_ms``, ``meta``: see ``_validate``)."""
         return [self.queue.client_id, payload, "1" if negative else "0", took,
                 self.keys.inbox_prefix, order, delay_ms, meta]
+
+    def packed(self, payload: bytes, negative: bool, took: str) -> list[bytes]:
+        """put.lua's call of one FIFO item with no delay or state (``args``), for
+        ``Backend.packed_script``: all but the payload packed once per client identifier and
+        flags (what a thread's puts send every time)."""
+        key = (self.queue.client_id, negative, took)
+        around = self._around.get(key)
+        if around is None:
+            if len(self._around) >= 16:  # the threads and flags met are few: keep the last ones
+                self._around.pop(next(iter(self._around)))
+            around = self._around[key] = self.command.around(self.args(b"", b"", negative, took), 1)
+        return [b"%b$%d\r\n%b\r\n%b" % (around[0], len(payload), payload, around[1])]
 
     def call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
         """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
@@ -155,11 +169,14 @@ class _Producer(Generic[T]):
             if result != PutStatus.NOT_ALL:
                 return result
             self.short = count  # (see __init__)
-        args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)
-        # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
-        more = payloads[1:count] if orders is None else [
-            arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
-        result = self.backend.script(self.command, args, items=more, durability=self.durability)
+        if count == 1 and orders is None and not delay_ms and not meta and self.durability is None:
+            result = self.backend.packed_script(self.command.name, self.packed(first, negative, took))
+        else:
+            args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)
+            # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
+            more = payloads[1:count] if orders is None else [
+                arg for pair in zip(payloads[1:count], orders[1:count]) for arg in pair]
+            result = self.backend.script(self.command, args, items=more, durability=self.durability)
         if self.short and count >= self.short and (
                 result[1] == count if isinstance(result, list) else result >= 0 and count == 1):
             self.short = 0  # a whole batch as big fitted: the next one may move natively again

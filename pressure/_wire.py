@@ -96,6 +96,8 @@ class _ThreadState(threading.local):
     client_id: str | None = None
     #: replies of commands sent by ``Backend.post`` still to read on ``connection``
     unread = 0
+    #: the socket ``Backend.post`` last found a TCP one it may send with MSG_MORE
+    corkable: socket.socket | None = None
 
     def __init__(self) -> None:
         #: for each unread reply, oldest first: what to call with it (None: nothing)
@@ -516,9 +518,8 @@ class Wire(Routing):
         on the connection then (a socket closed with data unread is reset, and what the
         kernel held is dropped)."""
         conn = self.thread_connection()
-        sock = getattr(conn, "_sock", None)
-        if (not _MSG_MORE or not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket)
-                or sock.family not in (socket.AF_INET, socket.AF_INET6)):
+        sock = self._corkable(conn)
+        if sock is None:
             try:
                 self._send(conn, [command], "a posted command")
             except (BackendError, _RetryLater):  # it did not run: the next get drops the lists
@@ -539,6 +540,20 @@ class Wire(Routing):
             return False
         self._posted(check)
         return True
+
+    def _corkable(self, conn: redis.connection.AbstractConnection) -> socket.socket | None:
+        """``conn``'s socket if ``post`` may send on it with MSG_MORE (plain TCP, where the flag
+        exists), else None. Asked once per socket: its family is a property that costs about
+        as much as the send."""
+        sock = getattr(conn, "_sock", None)
+        state = self._thread
+        if sock is not None and sock is state.corkable:
+            return sock
+        if (not _MSG_MORE or not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket)
+                or sock.family not in (socket.AF_INET, socket.AF_INET6)):
+            return None
+        state.corkable = sock
+        return sock
 
     def _posted(self, check: Callable[[Any], None] | None) -> None:
         state = self._thread

@@ -136,14 +136,22 @@ class Backend(Wire):
         With ``durability``, a WAIT goes in the same send: NotReplicated if too few replicas
         confirmed the script's writes in time."""
         data = command.pack_items(tail, items) if items else [command.pack(tail)]
-        what = f"script {command.name}"
-        # the connection is taken for each attempt: on a cluster, a MOVED may point it elsewhere
         if durability is not None:
+            what = f"script {command.name}"
             data.append(pack_command("WAIT", durability.replicas, durability.timeout_ms))
+            # the connection is taken for each attempt: on a cluster, a MOVED may point it elsewhere
             return self._until_served(
                 what, lambda: self._call_durable(self.thread_connection(), command.name, data, what, durability))
+        return self.packed_script(command.name, data, mutating=mutating)
+
+    def packed_script(self, name: str, data: list[bytes], *, mutating: bool = True) -> Any:
+        """``script`` of a call already packed (``data``: the chunks of script ``name``'s
+        EVALSHA, as ``PackedScript`` makes them): for a caller that packs the same call once
+        and sends it many times (``_ConsumerState.packed_get``)."""
+        what = f"script {name}"
+        # the connection is taken for each attempt: on a cluster, a MOVED may point it elsewhere
         return self._until_served(
-            what, lambda: self._call_script(self.thread_connection(), command.name, data, what, mutating))
+            what, lambda: self._call_script(self.thread_connection(), name, data, what, mutating))
 
     #: whether the server runs MULTI/EXEC, and the commands that move payloads, for this user
     #: (``transactions``); None: not asked yet

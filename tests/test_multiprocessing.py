@@ -585,3 +585,31 @@ def test_import_pressure_does_not_import_the_module() -> None:
     assert run.stdout.strip() == "ok", run.stderr
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         pressure.nope  # type: ignore[attr-defined]
+
+
+def _child_gets_and_reads_its_record(q: pressure.Queue[Any], url: str, out: Any) -> None:
+    item = q.get(timeout=10)
+    record = redis.Redis.from_url(url).hget(q.keys.consumers, q._consumer.id())
+    out.put((item, record))
+
+
+def test_a_forked_child_gets_under_its_own_record_with_the_handles_client_id(make_queue: Any, url: str) -> None:
+    """A backlog's gets send one call packed once (get.lua 'nowait'); a handle with its own
+    client_id names the same consumer in a forked child, whose call must carry the child's
+    record (its pid), not the one packed in the parent: recovery reads the pid there."""
+    q = make_queue(client_id="fixed-id")
+    for i in range(4):
+        q.put(i)
+    assert q.get() == 0  # items left queued: the next get sends the packed 'nowait' call
+    assert q.get() == 1
+    out = multiprocessing.get_context("fork").SimpleQueue()
+    p = multiprocessing.get_context("fork").Process(target=_child_gets_and_reads_its_record, args=(q, url, out))
+    p.start()
+    p.join(30)
+    assert p.exitcode == 0
+    item, record = out.get()
+    assert item == 2
+    assert record is not None and record.split(b"|")[1] == str(p.pid).encode()
+    assert q.get() == 3  # the parent's own call, packed for it, still names it
+    own = redis.Redis.from_url(url).hget(q.keys.consumers, q._consumer.id())
+    assert isinstance(own, bytes) and own.split(b"|")[1] == str(os.getpid()).encode()
