@@ -58,6 +58,8 @@ class _Producer(Generic[T]):
         self._many: dict[int, PackedScript] = {}
         #: (client identifier, negative, took) -> put.lua's call packed around its payload (``packed``)
         self._around: dict[tuple[str, bool, str], tuple[bytes, bytes]] = {}
+        #: the last wait for room packed: (seconds, ``BRPOP :not_full <seconds>``) (``wait_command``)
+        self._wait: tuple[float, bytes] = (0.0, b"")
         #: whether payloads can move natively (FIFO items: the protocol's list)
         self.native = queue._variant == ""
         #: the size of the last batch a native put could not put whole (NOT_ALL: the bound left
@@ -143,21 +145,34 @@ class _Producer(Generic[T]):
         move natively (``Backend.script_moving``, where the server runs transactions and the
         commands that move payloads for this user); where the bound leaves room for only some of
         a batch, they are sent again as arguments, which put as many as fit."""
-        if wait_first and self.backend.post(pack_command("BRPOP", self.keys.not_full, repr(wait_first))):
-            took = "1"
-        result = self._send(payloads, count, orders, negative, took, delay_ms, meta)
+        ahead = b""
+        if wait_first:
+            ahead, took = self.wait_command(wait_first), "1"
+        result = self._send(payloads, count, orders, negative, took, delay_ms, meta, ahead)
         if isinstance(result, list) or result >= 0:
             self.last_len = result[0] if isinstance(result, list) else result
             if self.last_len > self.full_at:
                 self.full_at = 0  # room past it (a bound raised since): learnt again at the next wait
         return result
 
+    def wait_command(self, wait: float) -> bytes:
+        """``BRPOP :not_full <wait>`` packed (``send``'s ``wait_first``): the last one kept (the
+        waits are PREDICTED_WAIT but for the last of a put's timeout)."""
+        if self._wait[0] != wait:
+            self._wait = (wait, pack_command("BRPOP", self.keys.not_full, repr(wait)))
+        return self._wait[1]
+
     def _send(self, payloads: list[bytes], count: int, orders: list[bytes] | None, negative: bool,
-              took: str, delay_ms: str, meta: str) -> Any:
+              took: str, delay_ms: str, meta: str, ahead: bytes = b"") -> Any:
+        """``send``'s call, with ``ahead`` (its wait for room, ``took`` '1') sent in front of a
+        single item's script in the same write, or posted before any other call."""
         first = payloads[0]
         native = self.native and not self.short and not delay_ms and not meta
         size = sum(map(len, payloads[:count])) if native else 0
         if size >= NATIVE_BYTES and self.backend.transactions(self.keys.gate):
+            if ahead and not self.backend.post(ahead):
+                took = "0"  # it did not run
+            ahead = b""
             moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
             tail = self.args(b"%d:%d" % (count, size), b"", False, took)
             tail[2] = "M" if negative else "m"
@@ -170,8 +185,11 @@ class _Producer(Generic[T]):
                 return result
             self.short = count  # (see __init__)
         if count == 1 and orders is None and not delay_ms and not meta and self.durability is None:
-            result = self.backend.packed_script(self.command.name, self.packed(first, negative, took))
+            result = self.backend.packed_script(self.command.name, self.packed(first, negative, took),
+                                                ahead=ahead)
         else:
+            if ahead and not self.backend.post(ahead):
+                took = "0"  # it did not run
             args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)
             # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
             more = payloads[1:count] if orders is None else [

@@ -116,9 +116,15 @@ class Backend(Wire):
             pool.release(conn)
 
     def _call_script(self, conn: redis.connection.AbstractConnection, name: str, data: list[bytes],
-                     what: str, mutating: bool) -> Any:
-        """Send a script call and read its reply, loading the script on NOSCRIPT."""
-        self._send(conn, data, what)
+                     what: str, mutating: bool, ahead: bytes = b"") -> Any:
+        """Send a script call and read its reply, loading the script on NOSCRIPT. ``ahead``: a
+        command sent in front of it in the same write, as ``post`` sends one (its reply read
+        and dropped first; not sent again with a reload)."""
+        if ahead:
+            self._send(conn, [ahead + data[0], *data[1:]], what)
+            self._posted(None)
+        else:
+            self._send(conn, data, what)
         reply = self._read(conn, what, mutating)
         if isinstance(reply, redis.exceptions.NoScriptError):
             self._load_on(conn, name)
@@ -144,14 +150,16 @@ class Backend(Wire):
                 what, lambda: self._call_durable(self.thread_connection(), command.name, data, what, durability))
         return self.packed_script(command.name, data, mutating=mutating)
 
-    def packed_script(self, name: str, data: list[bytes], *, mutating: bool = True) -> Any:
+    def packed_script(self, name: str, data: list[bytes], *, mutating: bool = True, ahead: bytes = b"") -> Any:
         """``script`` of a call already packed (``data``: the chunks of script ``name``'s
         EVALSHA, as ``PackedScript`` makes them): for a caller that packs the same call once
-        and sends it many times (``_ConsumerState.packed_get``)."""
+        and sends it many times (``_ConsumerState.packed_get``). ``ahead``: a command (packed)
+        that nothing waits on, sent in front of the call in the same write, as ``post`` would
+        send it but without a write of its own (a bounded put's wait for room)."""
         what = f"script {name}"
         # the connection is taken for each attempt: on a cluster, a MOVED may point it elsewhere
         return self._until_served(
-            what, lambda: self._call_script(self.thread_connection(), name, data, what, mutating))
+            what, lambda: self._call_script(self.thread_connection(), name, data, what, mutating, ahead))
 
     #: whether the server runs MULTI/EXEC, and the commands that move payloads, for this user
     #: (``transactions``); None: not asked yet
