@@ -104,15 +104,16 @@ class _Consumer(_ConsumerState[T]):
             raise ShutDown(f"queue {self.name!r} is shut down")
         raise ValueError(_TIMEOUT_MESSAGE)
 
-    def native_call(self, cid: str, tail: list[bytes | str | int]) -> Any:
-        """get.lua ``tail`` with flag 'N' in a MULTI with the commands that move the item
+    def native_call(self, cid: str) -> Any:
+        """get.lua 'nowait' with flag 'N' in a MULTI with the commands that move the item
         natively (``get_moves``): what a native take received (``Native``), or the script's
         reply as without it (with 'n': {entry, items still queued}, or a status)."""
+        backend, command = self.backend, self.get_command
         try:
-            result, payload, _ = self.backend.script_moving(self.get_command, tail, [self.get_moves(cid)], 2,
-                                                            all_replies=True)
+            result, payload, _ = backend.script_moving(command, (), [self.get_moves(cid)], 2, all_replies=True,
+                                                       packed=self.packed_get(cid, "nowait", "N")[0])
         except _NotTransacted:  # the ACL changed: nothing ran; the script's way
-            return self.backend.script(self.get_command, [*tail[:GET_FLAG], "n", *tail[GET_FLAG + 1:]])
+            return backend.packed_script(command.name, self.packed_get(cid, "nowait", "n"))
         return self.native_result(result, payload)
 
     @staticmethod
@@ -157,7 +158,7 @@ class _Consumer(_ConsumerState[T]):
             # consumer took them), the pipeline below as before
             try:
                 if native:
-                    got = self.native_call(cid, self._tail(cid, "nowait", "N"))
+                    got = self.native_call(cid)
                 else:
                     got = backend.packed_script(command.name, self.packed_get(cid, "nowait", "n"))
             except BackendError:
@@ -259,18 +260,17 @@ class _Consumer(_ConsumerState[T]):
     def nowait(self, cid: str, native: bool = False) -> bytes | Native:
         """get.lua 'nowait': an item queued now, else Empty (ShutDown if closed and drained).
         ``native``: it moves natively (get.lua flag 'N')."""
-        tail = self._tail(cid, "nowait", "N" if native else "0")
         backend = self.backend
         busy_deadline = time.monotonic() + backend.slice
         recovered = False
         try:
             while True:
                 if native:
-                    result = self.native_call(cid, tail)
+                    result = self.native_call(cid)
                     if isinstance(result, list):  # {entry or Native, items still queued}
                         result = result[0]
                 else:
-                    result = backend.script(self.get_command, tail)
+                    result = backend.packed_script(self.get_command.name, self.packed_get(cid, "nowait", "0"))
                 if isinstance(result, (bytes, tuple)):
                     return result
                 self.raise_for(result)

@@ -108,6 +108,8 @@ class _ConsumerState(Generic[T]):
         #: (consumer id, mode, flag) -> get.lua's call packed (``packed_get``), made with the
         #: record ``packed_for``
         self.packed_gets: dict[tuple[str, str, str], list[bytes]] = {}
+        #: consumer id -> get.lua 'drop' packed around its delivery number and bytes (``packed_drop``)
+        self.drop_parts: dict[str, list[bytes]] = {}
         self.packed_for = ""
         # this handle's own consumer lists: two handles in one thread never share them
         self.token = uuid.uuid4().hex[:8]
@@ -144,10 +146,7 @@ class _ConsumerState(Generic[T]):
         ``Backend.packed_script``: packed once, for as long as this process's record stands
         (the client identifier is part of ``cid``, or the handle's own). A backlog's gets send
         the same call every time."""
-        record = self.record()
-        if record is not self.packed_for:  # a new process (forked): a new record
-            self.packed_gets.clear()
-            self.packed_for = record
+        self._packed_fresh()
         key = (cid, mode, flag)
         packed = self.packed_gets.get(key)
         if packed is None:
@@ -155,6 +154,29 @@ class _ConsumerState(Generic[T]):
                 self.packed_gets.pop(next(iter(self.packed_gets)))
             packed = self.packed_gets[key] = [self.get_command.pack(self._tail(cid, mode, flag))]
         return packed
+
+    def packed_drop(self, cid: str, seq: str, size: int) -> bytes:
+        """get.lua 'drop' of consumer ``cid``'s native delivery ``seq`` of ``size`` bytes
+        (``drop_received``), packed: all but those two once (as ``packed_get``)."""
+        self._packed_fresh()
+        parts = self.drop_parts.get(cid)
+        if parts is None:
+            if len(self.drop_parts) >= 16:  # the threads met are few: keep the last ones
+                self.drop_parts.pop(next(iter(self.drop_parts)))
+            # around ARGV[3] (the delivery number) and ARGV[7] (the bytes)
+            parts = self.drop_parts[cid] = self.get_many_command.split([*self._tail(cid, "drop", ""), 0], 2, 6)
+        first, count = seq.encode(), b"%d" % size
+        return b"%b$%d\r\n%b\r\n%b$%d\r\n%b\r\n%b" % (parts[0], len(first), first, parts[1], len(count), count,
+                                                          parts[2])
+
+    def _packed_fresh(self) -> None:
+        """Forget the calls packed for another process (a forked child's handle): they carry
+        its record."""
+        record = self.record()
+        if record is not self.packed_for:
+            self.packed_gets.clear()
+            self.drop_parts.clear()
+            self.packed_for = record
 
     def _tail(self, cid: str, mode: str, flag: str) -> list[bytes | str | int]:
         """get.lua's ARGV for consumer ``cid`` in ``mode`` (its one key, the queue's, is fixed:
@@ -243,7 +265,7 @@ class _ConsumerState(Generic[T]):
             # a native get's batch of one: counted in :stats:consumed_bytes as it goes (get.lua
             # 'drop'); if this is lost, the next get counts and drops it
             seq, size = native
-            self.backend.post(self.get_many_command.pack([*self._tail(cid, "drop", seq), size]))
+            self.backend.post(self.packed_drop(cid, seq, size))
             return
         command = self.drop_commands.get(cid)
         if command is None:

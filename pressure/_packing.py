@@ -150,13 +150,17 @@ class PackedScript:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
         return self._head + b"".join(map(_bulk, tail))
 
-    def around(self, tail: Sequence[bytes | str | int], index: int) -> tuple[bytes, bytes]:
-        """The whole command packed but for ``tail[index]``: what comes before it and what comes
-        after, for a caller that sends the same call with only that argument changing (``pack``
-        of ``tail`` is ``before + <that argument as a bulk string> + after``)."""
+    def split(self, tail: Sequence[bytes | str | int], *indexes: int) -> list[bytes]:
+        """The whole command packed but for the arguments ``tail[i]`` of ``indexes`` (in
+        order): the parts around them, for a caller that sends the same call with only those
+        changing. ``pack`` of ``tail`` is the first part, then each of those arguments as a
+        bulk string (``$<length>\\r\\n<bytes>\\r\\n``) followed by the next part."""
         if len(tail) != self._tail_len:
             raise TypeError(f"script {self.name} takes {self._tail_len} more arguments, not {len(tail)}")
-        return (self._head + b"".join(map(_bulk, tail[:index])), b"".join(map(_bulk, tail[index + 1:])))
+        bounds = [-1, *indexes, len(tail)]
+        parts = [b"".join(map(_bulk, tail[start + 1:end])) for start, end in zip(bounds, bounds[1:])]
+        parts[0] = self._head + parts[0]
+        return parts
 
     def pack_items(self, tail: Sequence[bytes | str | int], items: Sequence[bytes]) -> list[bytes]:
         """The whole command with the usual arguments and then ``items`` (put_many's), as

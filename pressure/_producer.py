@@ -56,8 +56,8 @@ class _Producer(Generic[T]):
         self.bytes = isinstance(self.serializer, serializers.BytesSerializer)
         #: put.lua with ARGV[9..], packed once per number of extra arguments (``many_call``)
         self._many: dict[int, PackedScript] = {}
-        #: (client identifier, negative, took) -> put.lua's call packed around its payload (``packed``)
-        self._around: dict[tuple[str, bool, str], tuple[bytes, bytes]] = {}
+        #: (client identifier, ARGV[3], took) -> put.lua's call packed around ARGV[2] (``_around``)
+        self._parts: dict[tuple[str, str, str], list[bytes]] = {}
         #: the last wait for room packed: (seconds, ``BRPOP :not_full <seconds>``) (``wait_command``)
         self._wait: tuple[float, bytes] = (0.0, b"")
         #: whether payloads can move natively (FIFO items: the protocol's list)
@@ -91,13 +91,21 @@ class _Producer(Generic[T]):
         """put.lua's call of one FIFO item with no delay or state (``args``), for
         ``Backend.packed_script``: all but the payload packed once per client identifier and
         flags (what a thread's puts send every time)."""
-        key = (self.queue.client_id, negative, took)
-        around = self._around.get(key)
-        if around is None:
-            if len(self._around) >= 16:  # the threads and flags met are few: keep the last ones
-                self._around.pop(next(iter(self._around)))
-            around = self._around[key] = self.command.around(self.args(b"", b"", negative, took), 1)
-        return [b"%b$%d\r\n%b\r\n%b" % (around[0], len(payload), payload, around[1])]
+        return [self._around(payload, "1" if negative else "0", took)]
+
+    def _around(self, second: bytes, flag: str, took: str) -> bytes:
+        """put.lua's call with ARGV[2] ``second`` and ARGV[3] ``flag`` ('0'/'1', or a native
+        put's 'm'/'M'), the rest as ``args`` makes them (no order key, delay or state): all but
+        ARGV[2] packed once per client identifier and flags."""
+        key = (self.queue.client_id, flag, took)
+        parts = self._parts.get(key)
+        if parts is None:
+            if len(self._parts) >= 16:  # the threads and flags met are few: keep the last ones
+                self._parts.pop(next(iter(self._parts)))
+            tail = self.args(b"", b"", False, took)
+            tail[2] = flag
+            parts = self._parts[key] = self.command.split(tail, 1)
+        return b"%b$%d\r\n%b\r\n%b" % (parts[0], len(second), second, parts[1])
 
     def call(self, item: T) -> tuple[PackedScript, list[bytes | str]]:
         """A non-blocking put of ``item``, as a call for ``Backend.pipeline`` (its reply is
@@ -174,11 +182,10 @@ class _Producer(Generic[T]):
                 took = "0"  # it did not run
             ahead = b""
             moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
-            tail = self.args(b"%d:%d" % (count, size), b"", False, took)
-            tail[2] = "M" if negative else "m"
+            call = self._around(b"%d:%d" % (count, size), "M" if negative else "m", took)
             try:
-                result = self.backend.script_moving(self.command, tail, moves, commands,
-                                                    durability=self.durability)
+                result = self.backend.script_moving(self.command, (), moves, commands,
+                                                    durability=self.durability, packed=call)
             except _NotTransacted:  # the ACL changed since transactions() asked: nothing ran
                 result = PutStatus.NOT_ALL
             if result != PutStatus.NOT_ALL:

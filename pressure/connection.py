@@ -190,7 +190,8 @@ class Backend(Wire):
         return self._transactions
 
     def script_moving(self, command: PackedScript, tail: Sequence[bytes | str | int], moves: list[bytes],
-                      count: int, *, durability: Durability | None = None, all_replies: bool = False) -> Any:
+                      count: int, *, durability: Durability | None = None, all_replies: bool = False,
+                      packed: bytes = b"") -> Any:
         """Run a packed script and, behind it in one MULTI/EXEC, ``count`` plain commands sent as
         the chunks ``moves`` (``pack_moves``: a native put's, lua/put.lua ARGV[3] 'm'), in one
         round trip on this thread's connection (only where ``transactions()``; _NotTransacted
@@ -200,9 +201,10 @@ class Backend(Wire):
         known to be loaded; a transaction whose script answered NOSCRIPT (nothing moved) is sent
         again once it is loaded. With ``durability``, a WAIT goes behind the EXEC (NotReplicated
         as ``script`` raises it). ``all_replies``: the script's and then the commands' replies
-        (a native get's: get.lua flag 'N')."""
+        (a native get's: get.lua flag 'N'). ``packed``: the script's call packed already
+        (``tail`` is then not looked at)."""
         what = f"script {command.name}"
-        data = [_MULTI + command.pack(tail) + moves[0], *moves[1:]]
+        data = [_MULTI + (packed or command.pack(tail)) + moves[0], *moves[1:]]
         data[-1] += _EXEC if durability is None else _EXEC + pack_command(
             "WAIT", durability.replicas, durability.timeout_ms)
 

@@ -97,7 +97,7 @@ def test_a_native_get_whose_reply_was_lost_is_taken_back_once(make_queue: Any, r
     assert q.get() == _payload(b"first")
     consumer = q._consumer
     cid = consumer.id()
-    consumer.native_call(cid, consumer._tail(cid, "nowait", "N"))  # its reply, dropped here
+    consumer.native_call(cid)  # its reply, dropped here
     assert r.llen(q.keys.held(cid)) == 2
     consumer.cancel(cid)  # what a get does after a lost reply, before it gets again
     assert not r.exists(q.keys.held(cid))
