@@ -166,7 +166,8 @@ def test_server_cost_instructions_counts_a_private_server_under_callgrind(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--server-cost-instructions: a server of its own under callgrind, each path's
     instructions per message against its baseline's (raw LPUSH + BRPOP costs some thousands;
-    a script call, many more), and the server stopped after."""
+    a script call, many more), and the server stopped after; then the clients' instructions
+    per call, each client under callgrind."""
     import shutil
 
     from pressure.bench import _cli, server_cost
@@ -194,6 +195,12 @@ def test_server_cost_instructions_counts_a_private_server_under_callgrind(
         total, call, library, rest = (int(cell.split()[0].replace(",", "")) for cell in row.split("|")[1:])
         assert call > 2_000 and library > 1_000 and rest > 0
         assert call + library + rest == pytest.approx(total, abs=3)
+    # and what the clients execute per call: pressure's, raw redis-py's and the script floor's
+    assert "Client instructions per call (100 puts, then 100 gets" in out
+    for line in ("pressure.Queue (default mode)", "redis-py lpush / brpop (raw)", "script floor"):
+        row = next(row for row in out.splitlines() if row.startswith(line))
+        put, get, both = (int(cell.replace(",", "")) for cell in row.split("|")[1:])
+        assert put > 5_000 and get > 5_000 and both == pytest.approx(put + get, abs=2)
 
 
 def test_script_cost_rows_split_a_call_in_parts_that_add_up() -> None:

@@ -67,7 +67,9 @@ keeping what is taken until the client has it, in one-key scripts doing nothing 
 ``--server-cost-instructions`` counts instead the instructions a private server run under
 valgrind's callgrind executes per message (``_callgrind``): repeatable on a busy machine; and
 then where a put's and a get's script call spend theirs (``script_cost``): the call itself, the
-library's definitions Lua makes again on every call, and the rest.
+library's definitions Lua makes again on every call, and the rest; and the instructions the
+clients execute per put and per get (``client_cost``: pressure's, raw redis-py's and the script
+floor's, each client a Python process under callgrind).
 
 **Sharded queues** (``pressure.bench.sharded``, opt-in with ``--sharded``, which runs only it):
 ``pressure.ShardedQueue`` with 1, 2, 3 and 6 shards (``--sharded-shards``) on a local 3-master
@@ -114,8 +116,10 @@ __all__ = ["BenchConfig", "PhaseResult", "config_from_args", "main", "parse_args
 #   server_cost --server-cost: Redis CPU and commands per message against raw redis-py
 #   _callgrind  --server-cost-instructions: a private redis-server under callgrind
 #   script_cost --server-cost-instructions: a put's and a get's script call, in parts
+#   client_cost --server-cost-instructions: the clients' instructions per put and per get
 #   sharded    --sharded: ShardedQueue on a local 3-master cluster, 1..N shards, against raw
 #   __main__   python -m pressure.bench
-# Sections import _harness (batch imports queues, payload queues and batch), never the package
+# Sections import _harness (batch imports queues, payload queues and batch, client_cost the
+# transports of queues and _floor), never the package
 # nor _cli nor each other's private names; _cli imports queues and loads the other sections
 # when they run.

@@ -19,39 +19,27 @@ from typing import Self
 
 from ..testing import RedisServer, ServerUnavailable
 
-__all__ = ["CallgrindRedis"]
+__all__ = ["CallgrindCounter", "CallgrindRedis", "callgrind_tools"]
 
 
-class CallgrindRedis(RedisServer):
-    """A private redis-server under ``valgrind --tool=callgrind``: ``zero()`` then ``count()``
-    gives the instructions it executed in between (all threads; commands run on one)."""
+def callgrind_tools() -> tuple[str, str]:
+    """The paths of ``valgrind`` and ``callgrind_control`` (ServerUnavailable without them)."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if not valgrind or not control:
+        raise ServerUnavailable("--server-cost-instructions needs valgrind (apt-get install valgrind)")
+    return valgrind, control
 
-    def __init__(self) -> None:
-        valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
-        if not valgrind or not control:
-            raise ServerUnavailable("--server-cost-instructions needs valgrind (apt-get install valgrind)")
-        self._valgrind, self._control = valgrind, control
-        super().__init__()
+
+class CallgrindCounter:
+    """The counters of a process run under callgrind, writing to ``out``: ``zero()`` then
+    ``count()`` gives the instructions it executed in between (all its threads)."""
+
+    def __init__(self, control: str, pid: int, out: str) -> None:
+        self._control, self.pid, self._out = control, pid, out
         self._dumps = 0
 
-    def _command(self) -> list[str]:
-        return [self._valgrind, "--tool=callgrind", "--compress-strings=no",
-                f"--callgrind-out-file={self._out}", *super()._command()]
-
-    @property
-    def _out(self) -> str:
-        return os.path.join(self.dir, "callgrind.out")
-
-    def start(self, timeout: float = 120.0, *, wait_loaded: bool = True) -> Self:
-        super().start(timeout, wait_loaded=wait_loaded)
-        return self
-
-    def __enter__(self) -> Self:
-        return self.start()
-
     def _ask(self, *args: str) -> None:
-        assert self.process is not None
-        subprocess.run([self._control, *args, str(self.process.pid)], check=True,
+        subprocess.run([self._control, *args, str(self.pid)], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
 
     def zero(self) -> None:
@@ -70,3 +58,42 @@ class CallgrindRedis(RedisServer):
         finally:
             dump.unlink(missing_ok=True)
         raise ServerUnavailable(f"callgrind wrote no summary to {dump}")
+
+
+class CallgrindRedis(RedisServer):
+    """A private redis-server under ``valgrind --tool=callgrind``: ``zero()`` then ``count()``
+    gives the instructions it executed in between (all threads; commands run on one)."""
+
+    def __init__(self) -> None:
+        self._valgrind, self._control = callgrind_tools()
+        super().__init__()
+        self._counter: CallgrindCounter | None = None
+
+    def _command(self) -> list[str]:
+        return [self._valgrind, "--tool=callgrind", "--compress-strings=no",
+                f"--callgrind-out-file={self._out}", *super()._command()]
+
+    @property
+    def _out(self) -> str:
+        return os.path.join(self.dir, "callgrind.out")
+
+    def start(self, timeout: float = 120.0, *, wait_loaded: bool = True) -> Self:
+        super().start(timeout, wait_loaded=wait_loaded)
+        return self
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def _counting(self) -> CallgrindCounter:
+        assert self.process is not None
+        if self._counter is None or self._counter.pid != self.process.pid:  # (its dumps are numbered per process)
+            self._counter = CallgrindCounter(self._control, self.process.pid, self._out)
+        return self._counter
+
+    def zero(self) -> None:
+        """Start counting from here."""
+        self._counting().zero()
+
+    def count(self) -> int:
+        """The instructions executed since ``zero()`` (a dump of the counters, read and removed)."""
+        return self._counting().count()

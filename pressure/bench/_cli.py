@@ -107,7 +107,9 @@ def _count(default: int | None, help_text: str, *names: str, show_default: bool 
 @click.option("--server-cost-instructions", is_flag=True,
               help="With --server-cost: count the instructions a private Redis server, run under valgrind, "
                    "executes per message instead of timing it (repeatable within a few percent on a busy "
-                   "machine; needs valgrind), then where a put's and a get's script call spend theirs.")
+                   "machine; needs valgrind), then where a put's and a get's script call spend theirs, and "
+                   "the instructions the clients (pressure's, raw redis-py's, the script floor's) execute per "
+                   "put and per get.")
 @click.option("--rtt", type=float, default=0.0, metavar="MS",
               help="Reach Redis through a proxy that adds this round-trip time in ms, as across hosts (queue "
                    "and batch sections).")

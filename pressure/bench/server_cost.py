@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
@@ -43,6 +43,7 @@ import pressure
 from ._callgrind import CallgrindRedis
 from ._floor import floor_batch, floor_single
 from ._harness import BenchConfig, fmt, in_two_threads, print_lines, ratio, render_table, server_cpu_seconds
+from .client_cost import ClientCost, client_costs, format_client_costs
 from .script_cost import ScriptCost, format_script_costs, script_costs
 
 PAYLOAD = b"x" * 100
@@ -316,20 +317,24 @@ Result = tuple[Path, Cost, Cost, Cost | None]
 @dataclass(frozen=True)
 class ServerCost:
     """The section's results: each path's (``Result``), and under callgrind where a put's and
-    a get's script call spend their instructions (``script_cost``; else empty)."""
+    a get's script call spend their instructions (``script_cost``) and what the clients execute
+    per call (``client_cost``; else both empty)."""
 
     paths: list[Result]
     scripts: list[ScriptCost]
+    clients: list[ClientCost] = field(default_factory=list)
 
 
 def run_server_cost(url: str, config: BenchConfig) -> ServerCost:
     """Each path, its baseline and its floor, in turns for ``config.repeat`` rounds, the lowest
     cost of each kept; with ``config.server_cost_instructions`` on a server of its own under
-    callgrind, and then the parts of a put's and a get's script call there."""
+    callgrind, and then the parts of a put's and a get's script call there, and the clients'
+    instructions per call."""
     if config.server_cost_instructions:
         with CallgrindRedis() as server:
             paths = _rounds(server.url, config, server)
-            return ServerCost(paths, script_costs(server, config.server_cost_count))
+            scripts = script_costs(server, config.server_cost_count)
+            return ServerCost(paths, scripts, client_costs(url, config.server_cost_count))
     return ServerCost(_rounds(url, config, None), [])
 
 
@@ -385,6 +390,9 @@ def print_server_cost_report(cost: ServerCost, config: BenchConfig) -> None:
         print(FLOOR_NOTE)
         if cost.scripts:
             title, *table = format_script_costs(cost.scripts, config.server_cost_count)
+            print_lines(table, title)
+        if cost.clients:
+            title, *table = format_client_costs(cost.clients, config.server_cost_count)
             print_lines(table, title)
         return
     rows = [("path", "pressure µs/msg", "raw µs/msg", "CPU ratio", "goal", "floor µs/msg (ratio)", "cmds/msg (raw)",
