@@ -177,10 +177,13 @@ class _Producer(Generic[T]):
         first = payloads[0]
         native = self.native and not self.short and not delay_ms and not meta
         size = sum(map(len, payloads[:count])) if native else 0
-        if size >= NATIVE_BYTES and self.backend.transactions(self.keys.gate):
-            if ahead and not self.backend.post(ahead):
+        moving = size >= NATIVE_BYTES and self.backend.transactions(self.keys.gate)
+        single = count == 1 and orders is None and not delay_ms and not meta and self.durability is None
+        if ahead and (moving or not single):  # only a single item's packed call carries it
+            if not self.backend.post(ahead):
                 took = "0"  # it did not run
             ahead = b""
+        if moving:
             moves, commands = pack_moves(self.keys.gate, self.keys.base, payloads[:count])
             call = self._around(b"%d:%d" % (count, size), "M" if negative else "m", took)
             try:
@@ -191,12 +194,10 @@ class _Producer(Generic[T]):
             if result != PutStatus.NOT_ALL:
                 return result
             self.short = count  # (see __init__)
-        if count == 1 and orders is None and not delay_ms and not meta and self.durability is None:
+        if single:
             result = self.backend.packed_script(self.command.name, self.packed(first, negative, took),
                                                 ahead=ahead)
         else:
-            if ahead and not self.backend.post(ahead):
-                took = "0"  # it did not run
             args = self.args(first, orders[0] if orders else b"", negative, took, delay_ms, meta)
             # put.lua's ARGV[9..]: a FIFO item is its payload, an ordered one payload and order key
             more = payloads[1:count] if orders is None else [
