@@ -162,6 +162,7 @@ def test_rtt_proxy_delays_and_keeps_order(url: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(360)  # a server and three Python clients under valgrind: about 100 s idle, more on a busy machine
 def test_server_cost_instructions_counts_a_private_server_under_callgrind(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--server-cost-instructions: a server of its own under callgrind, each path's
